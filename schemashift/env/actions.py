@@ -1,0 +1,187 @@
+"""The agent's action vocabulary and its validation.
+
+Actions keep the original SchemaShift JSON shape: a `type` plus one sub-object named after it,
+for example `{"type": "call_tool", "tool_call": {"tool": "mail", "endpoint": "send_message",
+"params": {...}}}`. Validation follows the original's rules (extra keys ignored, a missing
+sub-object is allowed and makes the step a no-op) but reports every problem as an
+`InvalidAction` that names it, instead of crashing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from typing import Any
+
+CALL_TOOL = "call_tool"
+INSPECT_SCHEMA = "inspect_schema"
+RETRY_WITH_VARIANT = "retry_with_variant"
+REPORT_DRIFT = "report_drift"
+COMPLETE_TASK = "complete_task"
+
+#: action type -> the name of the sub-object that carries its arguments
+SUBOBJECT = {
+    CALL_TOOL: "tool_call",
+    INSPECT_SCHEMA: "inspect",
+    RETRY_WITH_VARIANT: "retry",
+    REPORT_DRIFT: "report",
+    COMPLETE_TASK: "complete",
+}
+ACTION_TYPES = tuple(SUBOBJECT)
+TOOL_CALL_TYPES = frozenset({CALL_TOOL, RETRY_WITH_VARIANT})
+
+
+class InvalidAction(ValueError):
+    """An action that cannot be read: malformed JSON, unknown type, tool or drift kind, bad fields."""
+
+
+class Action:
+    """A validated action. `present` is False when the type's sub-object was absent (a no-op step)."""
+
+    __slots__ = ("type", "present", "tool", "endpoint", "params", "drift_kind", "description", "summary", "raw")
+
+    def __init__(
+        self,
+        type: str,
+        present: bool,
+        raw: dict[str, Any],
+        tool: str | None = None,
+        endpoint: str | None = None,
+        params: dict[str, Any] | None = None,
+        drift_kind: str | None = None,
+        description: str | None = None,
+        summary: str | None = None,
+    ) -> None:
+        self.type = type
+        self.present = present
+        self.raw = raw
+        self.tool = tool
+        self.endpoint = endpoint
+        self.params = params
+        self.drift_kind = drift_kind
+        self.description = description
+        self.summary = summary
+
+    def to_dict(self) -> dict[str, Any]:
+        """The canonical JSON form: the type and its own sub-object only."""
+        key = SUBOBJECT[self.type]
+        if not self.present:
+            return {"type": self.type}
+        if self.type in TOOL_CALL_TYPES:
+            sub: dict[str, Any] = {"tool": self.tool, "endpoint": self.endpoint, "params": self.params}
+        elif self.type == INSPECT_SCHEMA:
+            sub = {"tool": self.tool}
+        elif self.type == REPORT_DRIFT:
+            sub = {"tool": self.tool, "drift_kind": self.drift_kind, "description": self.description}
+        else:
+            sub = {"summary": self.summary}
+        return {"type": self.type, key: sub}
+
+    def __repr__(self) -> str:
+        return f"Action({self.to_dict()!r})"
+
+
+def load_action_json(text: str | bytes) -> Any:
+    """Decode one action's JSON text, turning decoder errors into `InvalidAction`."""
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidAction(f"malformed action JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidAction("malformed action JSON: nested too deeply") from None
+
+
+def parse_action(data: Any, tools: Collection[str], drift_kinds: Collection[str]) -> Action:
+    """Validate an action given as a dict (or JSON text) against the ruleset's vocabulary."""
+    if isinstance(data, Action):
+        return data
+    if isinstance(data, (str, bytes)):
+        data = load_action_json(data)
+    if not isinstance(data, dict):
+        raise InvalidAction(f"an action must be a JSON object, got {type(data).__name__}")
+    kind = data.get("type")
+    if kind not in SUBOBJECT:
+        if "type" not in data:
+            raise InvalidAction(f"action has no 'type'; expected one of {list(ACTION_TYPES)}")
+        raise InvalidAction(f"unknown action type {kind!r}; expected one of {list(ACTION_TYPES)}")
+    parsed: dict[str, Any] = {}
+    for action_type, key in SUBOBJECT.items():
+        sub = data.get(key)
+        if sub is not None:
+            parsed[action_type] = _SUBOBJECT_PARSERS[action_type](key, sub, tools, drift_kinds)
+    fields = parsed.get(kind)
+    if fields is None:
+        return Action(kind, False, data)
+    return Action(kind, True, data, **fields)
+
+
+def _object(key: str, sub: Any) -> dict[str, Any]:
+    if not isinstance(sub, dict):
+        raise InvalidAction(f"'{key}' must be an object, got {type(sub).__name__}")
+    return sub
+
+
+def _string(key: str, sub: dict[str, Any], field: str, required: bool = True) -> str | None:
+    if field not in sub or sub[field] is None:
+        if required:
+            raise InvalidAction(f"'{key}.{field}' is required")
+        return None
+    value = sub[field]
+    if not isinstance(value, str):
+        raise InvalidAction(f"'{key}.{field}' must be a string, got {type(value).__name__}")
+    return value
+
+
+def _tool(key: str, sub: dict[str, Any], tools: Collection[str]) -> str:
+    tool = _string(key, sub, "tool")
+    if tool not in tools:
+        raise InvalidAction(f"unknown tool {tool!r} in '{key}.tool'; expected one of {sorted(tools)}")
+    return tool
+
+
+def _params(key: str, sub: dict[str, Any], required: bool) -> dict[str, Any]:
+    if "params" not in sub or sub["params"] is None:
+        if required:
+            raise InvalidAction(f"'{key}.params' is required")
+        return {}
+    params = sub["params"]
+    if not isinstance(params, dict):
+        raise InvalidAction(f"'{key}.params' must be an object, got {type(params).__name__}")
+    return params
+
+
+def _parse_call(key, sub, tools, drift_kinds):
+    sub = _object(key, sub)
+    return {
+        "tool": _tool(key, sub, tools),
+        "endpoint": _string(key, sub, "endpoint"),
+        "params": _params(key, sub, required=key == "retry"),
+    }
+
+
+def _parse_inspect(key, sub, tools, drift_kinds):
+    sub = _object(key, sub)
+    return {"tool": _tool(key, sub, tools)}
+
+
+def _parse_report(key, sub, tools, drift_kinds):
+    sub = _object(key, sub)
+    tool = _tool(key, sub, tools)
+    kind = _string(key, sub, "drift_kind")
+    if kind not in drift_kinds:
+        raise InvalidAction(f"unknown drift kind {kind!r} in '{key}.drift_kind'; expected one of {sorted(drift_kinds)}")
+    return {"tool": tool, "drift_kind": kind, "description": _string(key, sub, "description")}
+
+
+def _parse_complete(key, sub, tools, drift_kinds):
+    sub = _object(key, sub)
+    return {"summary": _string(key, sub, "summary")}
+
+
+_SUBOBJECT_PARSERS = {
+    CALL_TOOL: _parse_call,
+    INSPECT_SCHEMA: _parse_inspect,
+    RETRY_WITH_VARIANT: _parse_call,
+    REPORT_DRIFT: _parse_report,
+    COMPLETE_TASK: _parse_complete,
+}

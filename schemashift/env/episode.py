@@ -1,0 +1,130 @@
+"""Data that describes one episode: the task instance, its drift plan and its mutable state."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemashift.env.tools.base import Tool
+
+
+@dataclass(frozen=True)
+class ScenarioInfo:
+    """What a catalogue listing shows about a scenario, without building an episode."""
+
+    id: str
+    tier: str
+    family: str
+    tools: tuple[str, ...]
+    max_steps: int
+    description: str
+
+
+@dataclass(frozen=True)
+class DriftSpec:
+    """One planned schema change: `kind` on `tool` (and `endpoint`, or tool-wide) at a step.
+
+    `duration` is the number of steps a temporary drift lasts (None: for the rest of the episode).
+    """
+
+    tool: str
+    kind: str
+    fires_at_step: int
+    endpoint: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    duration: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "endpoint": self.endpoint,
+            "kind": self.kind,
+            "fires_at_step": self.fires_at_step,
+            "details": self.details,
+            "duration": self.duration,
+        }
+
+
+@dataclass(frozen=True)
+class Task:
+    """A concrete task instance: everything a ruleset draws for (scenario, seed)."""
+
+    scenario: str
+    seed: int
+    tier: str
+    family: str
+    max_steps: int
+    token_budget: int
+    tools: tuple[str, ...]
+    seed_data: dict[str, dict[str, Any]]
+    description: str
+    success_criteria: tuple[str, ...]
+    drift_plan: tuple[DriftSpec, ...]
+    ground_truth: dict[str, Any]
+    split: str | None = None
+
+    def schedule(self) -> list[dict[str, Any]]:
+        return [d.to_dict() for d in self.drift_plan]
+
+    def schedule_hash(self) -> str:
+        """A digest of the drift schedule: equal schedules give equal hashes on any machine."""
+        text = json.dumps(self.schedule(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class DriftEvent:
+    """A drift of the running episode: its spec plus what has happened to it so far."""
+
+    __slots__ = ("spec", "index", "fired", "fired_step", "detected", "reported_step", "opportunity")
+
+    def __init__(self, spec: DriftSpec, index: int) -> None:
+        self.spec = spec
+        self.index = index
+        self.fired = False
+        self.fired_step: int | None = None
+        self.detected = False
+        self.reported_step: int | None = None
+        # Rulesets may cache the first post-drift call that scores adaptation here.
+        self.opportunity: dict[str, Any] | None = None
+
+
+class Episode:
+    """Mutable state of one running episode, owned by the Environment and shaped by the ruleset."""
+
+    __slots__ = (
+        "task",
+        "episode_id",
+        "step",
+        "tokens_remaining",
+        "tools",
+        "drifts",
+        "agent_state",
+        "history",
+        "visible_history",
+        "done",
+        "cumulative_reward",
+        "extra",
+    )
+
+    def __init__(self, task: Task, episode_id: str, tools: dict[str, Tool]) -> None:
+        self.task = task
+        self.episode_id = episode_id
+        self.step = 0
+        self.tokens_remaining = task.token_budget
+        self.tools = tools
+        self.drifts = [DriftEvent(spec, i) for i, spec in enumerate(task.drift_plan)]
+        self.agent_state: dict[str, Any] = {}
+        # Full step records: {step, action, response, feedback, drift_events, reward}.
+        self.history: list[dict[str, Any]] = []
+        # What observations show of each step, built once per step by the ruleset.
+        self.visible_history: list[dict[str, Any]] = []
+        self.done = False
+        self.cumulative_reward = 0.0
+        # Ruleset-specific scratch space (counters, caches), never shown to the agent.
+        self.extra: dict[str, Any] = {}
+
+    @property
+    def last_response(self) -> dict[str, Any] | None:
+        return self.history[-1]["response"] if self.history else None

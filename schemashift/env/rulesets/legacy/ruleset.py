@@ -1,0 +1,366 @@
+"""The `legacy` ruleset: the original SchemaShift, quirks included, to reproduce its numbers.
+
+Every rule here follows `spec/legacy-schemashift.md` sections 3-8 literally: drift applied
+before dispatch, dense shaping computed before detection marking and added after gating, a
+strict gate only on the terminal step, adaptation scored on the first call strictly after the
+drift step, exact-count ground truth and sticky progress flags. The seed is accepted and ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schemashift.env.actions import (
+    CALL_TOOL,
+    INSPECT_SCHEMA,
+    REPORT_DRIFT,
+    RETRY_WITH_VARIANT,
+    TOOL_CALL_TYPES,
+    Action,
+)
+from schemashift.env.episode import DriftEvent, Episode, ScenarioInfo, Task
+from schemashift.env.rulesets.legacy.scenarios import SCENARIOS
+from schemashift.env.ruleset import Response, Ruleset, UnknownScenario, action_counts
+from schemashift.env.tools.base import fail
+
+WEIGHTS = {"completion": 0.40, "drift_detection": 0.25, "adaptation": 0.20, "efficiency": 0.15}
+INSPECT_AFTER_FAILURE = 0.10
+CORRECT_REPORT = 0.15
+RETRY_AFTER_FAILURE = 0.20
+REPEATED_FAILED_CALL = -0.05
+
+#: subject keyword -> progress flag set when a sent mail's subject contains it (sticky)
+SUBJECT_FLAGS = (
+    (("welcome",), "mail.last_subject_contains_welcome"),
+    (("all-hands", "all hands"), "mail.last_subject_contains_allhands"),
+    (("priority support",), "mail.last_subject_contains_priority_support"),
+    (("weekly",), "mail.last_subject_contains_weekly"),
+    (("calendar updated",), "mail.last_subject_contains_calendar_updated"),
+)
+ALL_HANDS_RECIPIENTS = frozenset({"alex@company.com", "jordan@company.com", "sam@company.com"})
+#: attendee pairs that set a calendar flag; the original shares one key between two pairs
+ATTENDEE_PAIR_FLAGS = (
+    (("priya@company.com", "alex@company.com"), "calendar.last_event_has_both_attendees"),
+    (("bob@customer.com", "alex@company.com"), "calendar.last_event_has_both_attendees"),
+    (("sarah@company.com", "mike@company.com"), "calendar.last_event_has_both_sales_leads"),
+)
+WRAP_UP_TITLE = "friday wrap-up"
+#: ground-truth key -> names any of which the completion summary must mention
+SUMMARY_MENTIONS = {"complete_summary_mentions_company": ("globex", "acme", "initech")}
+SEND_ENDPOINTS = frozenset({"send_message", "messages.send"})
+CONTACT_UPDATE_ENDPOINTS = frozenset({"update_contact", "contacts.patch"})
+HISTORY_WINDOW = 5
+
+
+class LegacyRuleset(Ruleset):
+    name = "legacy"
+    version = "1"
+    tool_names = ("mail", "calendar", "crm", "chat", "docs")
+    drift_kinds = (
+        "field_rename",
+        "endpoint_deprecation",
+        "response_restructure",
+        "new_required_param",
+        "error_code_remap",
+        "tool_removal",
+        "rate_limit_tightening",
+    )
+    invalid_actions_consume_step = False
+    charges_tokens = False
+
+    def __init__(self) -> None:
+        self._infos = [
+            ScenarioInfo(sid, s["tier"], sid, s["tools"], s["max_steps"], s["description"])
+            for sid, s in SCENARIOS.items()
+        ]
+
+    def scenarios(self) -> list[ScenarioInfo]:
+        return list(self._infos)
+
+    def build_task(self, scenario: str, seed: int) -> Task:
+        spec = SCENARIOS.get(scenario)
+        if spec is None:
+            raise UnknownScenario(f"Unknown scenario {scenario!r} for ruleset 'legacy'. Available: {list(SCENARIOS)}")
+        return Task(
+            scenario=scenario,
+            seed=seed,
+            tier=spec["tier"],
+            family=scenario,
+            max_steps=spec["max_steps"],
+            token_budget=spec["token_budget"],
+            tools=spec["tools"],
+            seed_data=spec["seed_data"],
+            description=spec["description"],
+            success_criteria=spec["success_criteria"],
+            drift_plan=spec["drift_plan"],
+            ground_truth=spec["ground_truth"],
+        )
+
+    def solution(self, task: Task) -> list[dict[str, Any]]:
+        return list(SCENARIOS[task.scenario]["solution"])
+
+    # -- dispatch (spec 3.3) ------------------------------------------------------------------------
+    def call_tool(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
+        verb = "Called" if action.type == CALL_TOOL else "Retried"
+        if not action.present:
+            if action.type == CALL_TOOL:
+                return None, "Invalid call_tool: missing tool_call params."
+            return fail(404, "Retry target unavailable."), "Retry target missing."
+        tool = ep.tools.get(action.tool)
+        if tool is None:
+            if action.type == CALL_TOOL:
+                return fail(404, f"Tool '{action.tool}' not available in this scenario."), "Tool not available."
+            return fail(404, "Retry target unavailable."), "Retry target missing."
+        response = tool.call(action.endpoint, action.params)
+        return response, f"{verb} {action.tool}.{action.endpoint}: status={response['status']}"
+
+    def report(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
+        if not action.present:
+            return None, "Invalid report_drift: missing report params."
+        drift = _matching_drift(ep, action)
+        if drift is None:
+            return None, "Drift report did not match any undetected fired drift."
+        spec = drift.spec
+        return None, f"Drift correctly reported: {spec.kind} on {spec.tool} at step {spec.fires_at_step}."
+
+    def complete(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
+        summary = action.summary if action.present else ""
+        ep.agent_state["_completion_summary"] = summary
+        summary_lc = summary.lower()
+        for key, names in SUMMARY_MENTIONS.items():
+            if key in ep.task.ground_truth and any(name in summary_lc for name in names):
+                ep.agent_state[key] = True
+        return None, f"Episode marked complete. Summary: {summary[:80]}"
+
+    # -- shaping, effects, grading (spec 7-8) ---------------------------------------------------------
+    def before_effects(self, ep: Episode, action: Action | None, response: Response | None) -> float:
+        """Dense step shaping, computed against the history before this step."""
+        previous = ep.history[-1] if ep.history else None
+        prev_response = previous["response"] if previous else None
+        prev_failed = prev_response is not None and not prev_response["ok"]
+        kind = action.type
+        if kind == INSPECT_SCHEMA:
+            return INSPECT_AFTER_FAILURE if prev_failed else 0.0
+        if kind == REPORT_DRIFT:
+            return CORRECT_REPORT if action.present and _matching_drift(ep, action) else 0.0
+        if kind == RETRY_WITH_VARIANT:
+            return RETRY_AFTER_FAILURE if prev_failed and response is not None and response["ok"] else 0.0
+        if kind == CALL_TOOL and prev_failed and action.present:
+            prev_action = previous["action"]
+            prev_call = prev_action.get("tool_call") if prev_action["type"] == CALL_TOOL else None
+            if prev_call and prev_call["tool"] == action.tool and prev_call["endpoint"] == action.endpoint:
+                return REPEATED_FAILED_CALL
+        return 0.0
+
+    def apply_effects(self, ep: Episode, action: Action | None, response: Response | None) -> None:
+        if action.type == REPORT_DRIFT and action.present:
+            drift = _matching_drift(ep, action)
+            if drift is not None:
+                drift.detected = True
+                drift.reported_step = ep.step
+        elif action.type in TOOL_CALL_TYPES and response is not None and response["ok"]:
+            _track_progress(ep.agent_state, action.tool, action.endpoint, action.params, response["body"])
+
+    def reward(self, ep: Episode, action: Action | None, response: Response | None, pre: float) -> dict[str, Any]:
+        completion, all_met = _completion(ep)
+        drift_detection, adaptation = _drift_scores(ep)
+        efficiency = _efficiency(ep)
+        weighted = (
+            WEIGHTS["completion"] * completion
+            + WEIGHTS["drift_detection"] * drift_detection
+            + WEIGHTS["adaptation"] * adaptation
+            + WEIGHTS["efficiency"] * efficiency
+        )
+        catastrophe = self.catastrophe(ep)
+        catastrophic_gate = 0.0 if catastrophe else 1.0
+        if catastrophe:
+            final_gate = 0.0
+        elif not ep.done:
+            final_gate = 1.0
+        else:
+            final_gate = 1.0 if all_met else 0.0
+        gates = catastrophic_gate * final_gate
+        shaped_total = weighted * catastrophic_gate * final_gate + pre
+        binary = 1.0 if completion >= 0.95 and gates >= 1.0 else 0.0
+        ep.cumulative_reward += shaped_total
+        return {
+            "completion": completion,
+            "drift_detection": drift_detection,
+            "adaptation": adaptation,
+            "efficiency": efficiency,
+            "catastrophic_gate": catastrophic_gate,
+            "correct_final_gate": final_gate,
+            "step_shaping": pre,
+            "shaped_total": shaped_total,
+            "binary": binary,
+            "cumulative_reward": ep.cumulative_reward,
+            "success": binary == 1.0,
+            "score": shaped_total,
+            "steps": ep.step,
+            "done": ep.done,
+        }
+
+    def decorate_feedback(self, ep: Episode, feedback: str, fired: list[DriftEvent]) -> str:
+        if fired:
+            return f"{feedback} [DRIFT FIRED: {len(fired)} drift event(s) on step {ep.step}.]"
+        return feedback
+
+    # -- what the agent sees (spec 2.5) ------------------------------------------------------------------
+    def observe(self, ep: Episode, feedback: str) -> dict[str, Any]:
+        task = ep.task
+        return {
+            "episode_id": ep.episode_id,
+            "ruleset": self.name,
+            "task_id": task.scenario,
+            "seed": task.seed,
+            "difficulty": task.tier,
+            "step": ep.step,
+            "max_steps": task.max_steps,
+            "token_budget_remaining": ep.tokens_remaining,
+            "task_description": task.description,
+            "success_criteria": list(task.success_criteria),
+            "tool_schemas": self.documentation(ep),
+            "known_state": dict(ep.agent_state),
+            "history": ep.visible_history[-HISTORY_WINDOW:],
+            "last_response": ep.last_response,
+            "drift_events_visible": [
+                {"tool": d.spec.tool, "kind": d.spec.kind, "endpoint": d.spec.endpoint,
+                 "fires_at_step": d.spec.fires_at_step}
+                for d in ep.drifts
+                if d.detected
+            ],
+            "done": ep.done,
+            "feedback": feedback,
+        }
+
+    # -- records ----------------------------------------------------------------------------------------
+    def summary(self, ep: Episode) -> dict[str, Any]:
+        last = ep.history[-1]["reward"] if ep.history else None
+        outcomes = self.drift_outcomes(ep)
+        recovered = [o["steps_to_recover"] for o in outcomes if o["steps_to_recover"] is not None]
+        row = {key: (last[key] if last else None) for key in (
+            "completion", "drift_detection", "adaptation", "efficiency", "shaped_total", "binary",
+        )}
+        row.update(
+            cumulative_reward=ep.cumulative_reward,
+            success=bool(last and last["binary"] == 1.0),
+            score=last["shaped_total"] if last else None,
+            training_reward=None,
+            schedule_hash=ep.task.schedule_hash(),
+            catastrophe=self.catastrophe(ep),
+            invalid_actions=0,
+            drifts_fired=sum(1 for d in ep.drifts if d.fired),
+            drifts_detected=sum(1 for d in ep.drifts if d.detected),
+            drifts_discovered=sum(1 for o in outcomes if o["discovered_step"] is not None),
+            drifts_recovered=len(recovered),
+            steps_to_recover=(sum(recovered) / len(recovered)) if recovered else None,
+            **action_counts(ep),
+        )
+        return row
+
+
+def _matching_drift(ep: Episode, action: Action) -> DriftEvent | None:
+    """The first undetected drift with the report's tool and kind whose step has come."""
+    for drift in ep.drifts:
+        spec = drift.spec
+        if (
+            not drift.detected
+            and spec.tool == action.tool
+            and spec.kind == action.drift_kind
+            and spec.fires_at_step <= ep.step
+        ):
+            return drift
+    return None
+
+
+def _track_progress(state: dict[str, Any], tool: str, endpoint: str, params: dict[str, Any], body: Any) -> None:
+    """Progress flags from a successful call (spec 7): values come from the request params,
+    except calendar attendees, which come from the response body. Flags never revert."""
+    if tool == "mail" and endpoint in SEND_ENDPOINTS:
+        state["mail.sent_count"] = state.get("mail.sent_count", 0) + 1
+        to = params.get("to", "")
+        state["mail.last_sent_to"] = to
+        subject_lc = str(params.get("subject", "")).lower()
+        for keywords, flag in SUBJECT_FLAGS:
+            if any(k in subject_lc for k in keywords):
+                state[flag] = True
+        recipients = state.get("mail.all_recipients", [])
+        if to and to not in recipients:
+            recipients = [*recipients, to]
+        state["mail.all_recipients"] = recipients
+        if ALL_HANDS_RECIPIENTS.issubset(r for r in recipients if isinstance(r, str)):
+            state["mail.sent_to_all_three_recipients"] = True
+    elif tool == "calendar" and endpoint == "create_event":
+        state["calendar.events_count"] = state.get("calendar.events_count", 0) + 1
+        body = body if isinstance(body, dict) else {}
+        people = body.get("attendees") or body.get("participants") or []
+        emails = [p.get("email") if isinstance(p, dict) else p for p in people]
+        state["calendar.last_event_attendees"] = emails
+        for pair, flag in ATTENDEE_PAIR_FLAGS:
+            if all(person in emails for person in pair):
+                state[flag] = True
+        title = body.get("title") or params.get("title") or ""
+        if WRAP_UP_TITLE in str(title).lower():
+            key = "calendar.events_count_new_friday_wrapup"
+            state[key] = state.get(key, 0) + 1
+    elif tool == "calendar" and endpoint == "update_event":
+        if "event_id" in params and "status" in params:
+            state[f"calendar.{params['event_id']}_status"] = params["status"]
+    elif tool == "crm" and endpoint in CONTACT_UPDATE_ENDPOINTS:
+        if "contact_id" in params and "status" in params:
+            state[f"crm.contact_{params['contact_id']}_status"] = params["status"]
+
+
+def _matches(actual: Any, expected: Any) -> bool:
+    if isinstance(expected, list):
+        return isinstance(actual, list) and all(item in actual for item in expected)
+    return actual == expected
+
+
+def _completion(ep: Episode) -> tuple[float, bool]:
+    truth = ep.task.ground_truth
+    if not truth:
+        return 0.0, True
+    state = ep.agent_state
+    met = sum(1 for key, expected in truth.items() if _matches(state.get(key), expected))
+    return met / len(truth), met == len(truth)
+
+
+def _drift_scores(ep: Episode) -> tuple[float, float]:
+    """Detection = detected / fired; adaptation = adapted / opportunities, where the opportunity
+    of a fired drift is the first call on its tool strictly after its step (cached once found)."""
+    step = ep.step
+    fired = detected = opportunities = adapted = 0
+    for drift in ep.drifts:
+        spec = drift.spec
+        if spec.fires_at_step > step:
+            continue
+        fired += 1
+        if drift.detected:
+            detected += 1
+        chance = drift.opportunity
+        if chance is None:
+            for record in ep.history:
+                if record["step"] <= spec.fires_at_step:
+                    continue
+                action = record["action"]
+                if action["type"] not in TOOL_CALL_TYPES:
+                    continue
+                sub = action.get("tool_call") or action.get("retry")
+                if sub and sub["tool"] == spec.tool:
+                    drift.opportunity = chance = record
+                    break
+        if chance is not None:
+            opportunities += 1
+            response = chance["response"]
+            if response is not None and response["ok"]:
+                adapted += 1
+    if fired == 0:
+        return 0.0, 0.0
+    return detected / fired, (adapted / opportunities if opportunities else 0.0)
+
+
+def _efficiency(ep: Episode) -> float:
+    task = ep.task
+    return 0.5 * max(0.0, 1.0 - ep.step / task.max_steps) + 0.5 * (ep.tokens_remaining / max(1, task.token_budget))
+

@@ -1,0 +1,153 @@
+"""Simulated SaaS tools: endpoint schemas, call validation and drift hooks.
+
+A tool owns its endpoint schemas (what the API accepts right now) and the handlers behind them.
+Drift mutates the schemas through `apply_drift`; every mutation bumps `revision`, which lets the
+environment cache the serialised schema view and rebuild it only when something changed.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+Response = dict[str, Any]
+Handler = Callable[[dict[str, Any]], Response]
+
+
+def ok(body: dict[str, Any]) -> Response:
+    return {"ok": True, "status": 200, "body": body, "error": None}
+
+
+def fail(status: int, error: str) -> Response:
+    return {"ok": False, "status": status, "body": None, "error": error}
+
+
+class UnsupportedDrift(ValueError):
+    """A drift (kind, endpoint) pair that a tool has no handler for."""
+
+
+class EndpointSchema:
+    """One endpoint's contract: parameter types, required parameters, response and error codes."""
+
+    __slots__ = ("name", "params", "required", "response_shape", "error_codes")
+
+    def __init__(
+        self,
+        name: str,
+        params: dict[str, str],
+        required: list[str],
+        response_shape: dict[str, str],
+        error_codes: dict[int, str],
+    ) -> None:
+        self.name = name
+        self.params = params
+        self.required = required
+        self.response_shape = response_shape
+        self.error_codes = error_codes
+
+    def copy(self, name: str | None = None) -> EndpointSchema:
+        return EndpointSchema(
+            name or self.name,
+            dict(self.params),
+            list(self.required),
+            dict(self.response_shape),
+            dict(self.error_codes),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form; error-code keys become strings as they would over the wire."""
+        return {
+            "name": self.name,
+            "params": dict(self.params),
+            "required": list(self.required),
+            "response_shape": dict(self.response_shape),
+            "error_codes": {str(code): label for code, label in self.error_codes.items()},
+        }
+
+
+class Tool:
+    """Base class: schema-checked dispatch to handlers, plus a registry of drift handlers.
+
+    Subclasses define `name`, `baseline_schemas()` and the handlers, and register drift
+    handlers in `drift_handlers` keyed by (kind, endpoint-or-None).
+    """
+
+    name: str = ""
+
+    def __init__(self, seed_data: dict[str, Any] | None = None) -> None:
+        self.schemas: dict[str, EndpointSchema] = {s.name: s for s in self.baseline_schemas()}
+        self.handlers: dict[str, Handler] = self.baseline_handlers()
+        self.revision = 0
+        self._schema_view: dict[str, dict[str, Any]] | None = None
+        self.load(copy.deepcopy(seed_data) if seed_data else {})
+
+    # -- subclass surface -------------------------------------------------------------------
+    @classmethod
+    def baseline_schemas(cls) -> list[EndpointSchema]:
+        raise NotImplementedError
+
+    def baseline_handlers(self) -> dict[str, Handler]:
+        raise NotImplementedError
+
+    def load(self, seed_data: dict[str, Any]) -> None:
+        """Populate the tool's state from the scenario's seed data (already a private copy)."""
+
+    def drift_handlers(self) -> dict[tuple[str, str | None], Callable[[dict[str, Any]], None]]:
+        return {}
+
+    # -- behaviour ------------------------------------------------------------------------------
+    def call(self, endpoint: str, params: dict[str, Any]) -> Response:
+        schema = self.schemas.get(endpoint)
+        if schema is None:
+            return fail(410, f"Endpoint '{endpoint}' is no longer available on {self.name}.")
+        declared = schema.params
+        unknown = [key for key in params if key not in declared]
+        if unknown:
+            return fail(400, f"Unknown params on {endpoint}: {unknown!r}")
+        missing = [key for key in schema.required if key not in params]
+        if missing:
+            return fail(400, f"Missing required params: {missing!r}")
+        handler = self.handlers.get(endpoint)
+        if handler is None:
+            return fail(501, f"Endpoint '{endpoint}' has no implementation on {self.name}.")
+        return handler(params)
+
+    def apply_drift(self, kind: str, endpoint: str | None, details: dict[str, Any]) -> None:
+        handler = self.drift_handlers().get((kind, endpoint))
+        if handler is None:
+            raise UnsupportedDrift(f"{self.name} has no drift handler for kind={kind!r} endpoint={endpoint!r}")
+        handler(details)
+        self.changed()
+
+    def changed(self) -> None:
+        """Mark the schemas as modified so cached views are rebuilt."""
+        self.revision += 1
+        self._schema_view = None
+
+    def schema_view(self) -> dict[str, dict[str, Any]]:
+        """Serialised schemas of the active endpoints, in endpoint order.
+
+        Built once per schema revision and shared between observations: callers must treat it
+        as read-only (the tool never mutates a view it has handed out; drift builds a new one).
+        """
+        view = self._schema_view
+        if view is None:
+            view = {name: schema.to_dict() for name, schema in self.schemas.items()}
+            self._schema_view = view
+        return view
+
+    # -- helpers for drift handlers ----------------------------------------------------------------
+    def remove_endpoint(self, endpoint: str) -> None:
+        self.schemas.pop(endpoint, None)
+        self.handlers.pop(endpoint, None)
+
+    def add_endpoint(self, schema: EndpointSchema, handler: Handler) -> None:
+        self.schemas[schema.name] = schema
+        self.handlers[schema.name] = handler
+
+    def baseline_schema(self, endpoint: str) -> EndpointSchema:
+        for schema in self.baseline_schemas():
+            if schema.name == endpoint:
+                return schema
+        raise KeyError(endpoint)

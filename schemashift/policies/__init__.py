@@ -1,0 +1,68 @@
+"""Policies and their registry.
+
+Built-in names map to factories; model-backed policies register a name prefix (e.g. `hf:`,
+`openai:`) whose module is imported only when such a policy is asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from schemashift.env.rulesets import get_ruleset
+from schemashift.env.ruleset import Ruleset
+from schemashift.policies.base import Policy
+
+Factory = Callable[[Ruleset], Policy]
+
+
+def _naive(ruleset: Ruleset) -> Policy:
+    from schemashift.policies.naive import NaiveHeuristic
+
+    return NaiveHeuristic()
+
+
+def _policy_aware(ruleset: Ruleset) -> Policy:
+    from schemashift.policies.policy_aware import PolicyAwareHeuristic
+
+    return PolicyAwareHeuristic()
+
+
+def _oracle(ruleset: Ruleset) -> Policy:
+    from schemashift.policies.oracle import Oracle
+
+    return Oracle(ruleset)
+
+
+BUILTIN: dict[str, Factory] = {
+    "naive_heuristic": _naive,
+    "policy_aware_heuristic": _policy_aware,
+    "oracle": _oracle,
+}
+#: name prefix -> "module:function" taking (spec after the prefix, ruleset) and returning a Policy
+PREFIXES: dict[str, str] = {}
+
+
+class UnknownPolicy(KeyError):
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown policy"
+
+
+def available_policies() -> list[str]:
+    return sorted(BUILTIN) + [f"{prefix}<...>" for prefix in sorted(PREFIXES)]
+
+
+def make_policy(name: str, ruleset: str | Ruleset = "legacy") -> Policy:
+    """Build the policy registered under `name` for a ruleset."""
+    rs = get_ruleset(ruleset) if isinstance(ruleset, str) else ruleset
+    factory = BUILTIN.get(name)
+    if factory is not None:
+        return factory(rs)
+    for prefix, target in PREFIXES.items():
+        if name.startswith(prefix):
+            module_name, func = target.split(":")
+            return getattr(importlib.import_module(module_name), func)(name[len(prefix):], rs)
+    raise UnknownPolicy(f"Unknown policy {name!r}. Available: {available_policies()}")
+
+
+__all__ = ["BUILTIN", "PREFIXES", "Policy", "UnknownPolicy", "available_policies", "make_policy"]

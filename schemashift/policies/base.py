@@ -1,0 +1,42 @@
+"""The Policy protocol: anything with reset() and act(observation) -> action dict."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+Observation = dict[str, Any]
+ActionDict = dict[str, Any]
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A decision maker that sees only serialised observations.
+
+    `reset()` starts a new episode. `act()` returns one action in the Action JSON shape.
+    Policies that use a model may also expose `last_usage` = (tokens_in, tokens_out) of the
+    latest decision and `parse_failures`; the runner records them when present.
+    """
+
+    def reset(self) -> None: ...
+
+    def act(self, observation: Observation) -> ActionDict: ...
+
+
+def call_tool(tool: str, endpoint: str, params: dict[str, Any]) -> ActionDict:
+    return {"type": "call_tool", "tool_call": {"tool": tool, "endpoint": endpoint, "params": params}}
+
+
+def retry_with_variant(tool: str, endpoint: str, params: dict[str, Any]) -> ActionDict:
+    return {"type": "retry_with_variant", "retry": {"tool": tool, "endpoint": endpoint, "params": params}}
+
+
+def inspect_schema(tool: str) -> ActionDict:
+    return {"type": "inspect_schema", "inspect": {"tool": tool}}
+
+
+def report_drift(tool: str, kind: str, description: str) -> ActionDict:
+    return {"type": "report_drift", "report": {"tool": tool, "drift_kind": kind, "description": description}}
+
+
+def complete_task(summary: str) -> ActionDict:
+    return {"type": "complete_task", "complete": {"summary": summary}}

@@ -1,0 +1,35 @@
+"""The ceiling: plays the ruleset's solution of the task, written from its ground truth.
+
+The oracle is the only policy allowed to look behind the observation; it does so through the
+ruleset (`build_task` + `solution`), keyed by the scenario and seed the observation names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schemashift.env.ruleset import Ruleset
+from schemashift.policies.base import ActionDict, Observation, complete_task
+
+
+class Oracle:
+    name = "oracle"
+
+    def __init__(self, ruleset: Ruleset) -> None:
+        self.ruleset = ruleset
+        self.plan: list[dict[str, Any]] | None = None
+        self.cursor = 0
+
+    def reset(self) -> None:
+        self.plan = None
+        self.cursor = 0
+
+    def act(self, observation: Observation) -> ActionDict:
+        if self.plan is None:
+            task = self.ruleset.build_task(observation["task_id"], observation["seed"])
+            self.plan = self.ruleset.solution(task)
+        if self.cursor >= len(self.plan):
+            return complete_task("Oracle plan exhausted.")
+        action = self.plan[self.cursor]
+        self.cursor += 1
+        return action

@@ -1,0 +1,164 @@
+"""The original rule-based baseline (spec 9.2): keyword dispatch plus inspect -> report -> retry.
+
+Reproduced literally, scenario-tuned quirks included (hard-coded attendees, the first e-mail
+address in the text as recipient, inspect/report/retry at most once per tool per episode).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from schemashift.policies.base import (
+    ActionDict,
+    Observation,
+    call_tool,
+    complete_task,
+    inspect_schema,
+    report_drift,
+    retry_with_variant,
+)
+
+EMAIL = re.compile(r"([\w.+-]+@[\w-]+(?:\.[\w-]+)+)")
+QUOTED_WORD = re.compile(r"'([\w_]+)'")
+RENAMED_ENDPOINTS = {("mail", "send_message"): "messages.send", ("crm", "update_contact"): "contacts.patch"}
+DEFAULT_ATTENDEES = ["priya@company.com", "alex@company.com"]
+EVENT_START, EVENT_END = "2026-04-27T10:00:00Z", "2026-04-27T11:00:00Z"
+
+
+class PolicyAwareHeuristic:
+    name = "policy_aware_heuristic"
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.last_action_was_call = False
+        self.last_tool: str | None = None
+        self.last_endpoint: str | None = None
+        self.last_params: dict[str, Any] | None = None
+        self.inspected: set[str] = set()
+        self.reported: set[str] = set()
+        self.retried: set[str] = set()
+        self.contact_id_seen: Any = None
+        self.company_seen: Any = None
+        self.attempted_update = False
+
+    def _called(self, tool: str, endpoint: str, params: dict[str, Any]) -> None:
+        self.last_action_was_call = True
+        self.last_tool, self.last_endpoint, self.last_params = tool, endpoint, params
+
+    def act(self, observation: Observation) -> ActionDict:
+        schemas: dict[str, Any] = observation.get("tool_schemas") or {}
+        last = observation.get("last_response")
+        last_ok = bool(last and last.get("ok"))
+        tool = self.last_tool
+
+        if tool == "crm" and last_ok:
+            contacts = (last.get("body") or {}).get("contacts")
+            if contacts:
+                self.contact_id_seen = contacts[0].get("contact_id")
+                self.company_seen = contacts[0].get("company")
+
+        if self.last_action_was_call and last is not None and not last_ok and tool not in self.inspected:
+            self.inspected.add(tool)
+            self.last_action_was_call = False
+            return inspect_schema(tool)
+        if tool in self.inspected and tool not in self.reported:
+            self.reported.add(tool)
+            kind = _guess_drift_kind(tool, schemas)
+            return report_drift(tool, kind, f"Detected {kind} on {tool}")
+        if tool in self.reported and tool not in self.retried and self.last_endpoint:
+            endpoint, params = _adapt(tool, self.last_endpoint, self.last_params or {}, schemas)
+            self.retried.add(tool)
+            self._called(tool, endpoint, params)
+            return retry_with_variant(tool, endpoint, params)
+
+        if observation["step"] >= observation["max_steps"] - 1:
+            return complete_task(self._summary())
+        return self._dispatch(observation, schemas)
+
+    def _dispatch(self, observation: Observation, schemas: dict[str, Any]) -> ActionDict:
+        text = observation.get("task_description", "")
+        desc = text.lower()
+        known = observation.get("known_state") or {}
+        if "mail" in schemas and ("email" in desc or "send" in desc) and not known.get("mail.sent_count", 0) > 0:
+            match = EMAIL.search(text)
+            if "welcome" in desc:
+                subject = "Welcome!"
+            elif "all-hands" in desc or "all hands" in desc:
+                subject = "All-Hands: Friday 3pm"
+            else:
+                subject = "Update"
+            params = {
+                "to": match.group(1) if match else "recipient@company.com",
+                "subject": subject,
+                "body": "Automated message.",
+            }
+            self._called("mail", "send_message", params)
+            return call_tool("mail", "send_message", params)
+        if (
+            "calendar" in schemas
+            and any(word in desc for word in ("calendar", "event", "orientation"))
+            and not known.get("calendar.events_count", 0) > 0
+        ):
+            params = {
+                "title": "New Hire Orientation" if "orientation" in desc else "Event",
+                "start": EVENT_START,
+                "end": EVENT_END,
+                "attendees": list(DEFAULT_ATTENDEES),
+            }
+            self._called("calendar", "create_event", params)
+            return call_tool("calendar", "create_event", params)
+        if "crm" in schemas and any(word in desc for word in ("customer", "crm", "contact", "lookup")):
+            if self.contact_id_seen is None:
+                match = EMAIL.search(text)
+                params = {"customer_email": match.group(1) if match else "bob@customer.com"}
+                self._called("crm", "search_contacts", params)
+                return call_tool("crm", "search_contacts", params)
+            status_known = any(k.startswith("crm.contact_") and k.endswith("_status") for k in known)
+            if "update" in desc and not status_known and not self.attempted_update:
+                match = QUOTED_WORD.search(text)
+                params = {"contact_id": self.contact_id_seen, "status": match.group(1) if match else "updated"}
+                self.attempted_update = True
+                self._called("crm", "update_contact", params)
+                return call_tool("crm", "update_contact", params)
+        return complete_task(self._summary())
+
+    def _summary(self) -> str:
+        if self.company_seen:
+            return f"Task complete. Contact's company: {self.company_seen}."
+        return "Policy-aware agent completed."
+
+
+def _guess_drift_kind(tool: str, schemas: dict[str, Any]) -> str:
+    endpoints = schemas.get(tool) or {}
+    if tool == "calendar" and "participants" in _params_of(endpoints, "create_event"):
+        return "field_rename"
+    if tool == "mail" and "messages.send" in endpoints and "send_message" not in endpoints:
+        return "endpoint_deprecation"
+    if tool == "crm" and "email_address" in _params_of(endpoints, "search_contacts"):
+        return "field_rename"
+    return "field_rename"
+
+
+def _params_of(endpoints: dict[str, Any], endpoint: str) -> dict[str, Any]:
+    return (endpoints.get(endpoint) or {}).get("params") or {}
+
+
+def _adapt(tool: str, endpoint: str, params: dict[str, Any], schemas: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The retry variant: follow a known endpoint rename, then map renamed fields and drop
+    parameters the current schema no longer declares."""
+    endpoints = schemas.get(tool) or {}
+    if endpoint not in endpoints:
+        endpoint = RENAMED_ENDPOINTS.get((tool, endpoint), endpoint)
+    schema = endpoints.get(endpoint)
+    if schema is None:
+        return endpoint, dict(params)
+    declared = schema.get("params") or {}
+    adapted = dict(params)
+    if tool == "calendar" and endpoint == "create_event" and "participants" in declared and "attendees" in adapted:
+        adapted["participants"] = [{"email": e, "role": "required"} for e in adapted.pop("attendees")]
+    if tool == "crm" and "email_address" in declared and "customer_email" in adapted:
+        adapted["email_address"] = adapted.pop("customer_email")
+    return endpoint, {k: v for k, v in adapted.items() if k in declared}
