@@ -36,7 +36,9 @@ class InvalidAction(ValueError):
 
 
 class Action:
-    """A validated action. `present` is False when the type's sub-object was absent (a no-op step)."""
+    """A validated action. `present` is False when the type's sub-object was absent (a no-op step).
+
+    `raw` is what was validated: the sub-object, or the whole action when it had none."""
 
     __slots__ = ("type", "present", "tool", "endpoint", "params", "drift_kind", "description", "summary", "raw")
 
@@ -100,19 +102,20 @@ def parse_action(data: Any, tools: Collection[str], drift_kinds: Collection[str]
     if not isinstance(data, dict):
         raise InvalidAction(f"an action must be a JSON object, got {type(data).__name__}")
     kind = data.get("type")
-    if kind not in SUBOBJECT:
+    key = SUBOBJECT.get(kind) if isinstance(kind, str) else None
+    if key is None:
         if "type" not in data:
             raise InvalidAction(f"action has no 'type'; expected one of {list(ACTION_TYPES)}")
         raise InvalidAction(f"unknown action type {kind!r}; expected one of {list(ACTION_TYPES)}")
-    parsed: dict[str, Any] = {}
-    for action_type, key in SUBOBJECT.items():
-        sub = data.get(key)
-        if sub is not None:
-            parsed[action_type] = _SUBOBJECT_PARSERS[action_type](key, sub, tools, drift_kinds)
-    fields = parsed.get(kind)
-    if fields is None:
+    if len(data) > 2 or (len(data) == 2 and key not in data):
+        # Sub-objects of other types are not read, but they are validated as the original did.
+        for other_kind, other_key in SUBOBJECT.items():
+            if other_key != key and data.get(other_key) is not None:
+                _PARSERS[other_kind](other_key, data[other_key], tools, drift_kinds)
+    sub = data.get(key)
+    if sub is None:
         return Action(kind, False, data)
-    return Action(kind, True, data, **fields)
+    return _PARSERS[kind](key, sub, tools, drift_kinds)
 
 
 def _object(key: str, sub: Any) -> dict[str, Any]:
@@ -121,64 +124,61 @@ def _object(key: str, sub: Any) -> dict[str, Any]:
     return sub
 
 
-def _string(key: str, sub: dict[str, Any], field: str, required: bool = True) -> str | None:
-    if field not in sub or sub[field] is None:
-        if required:
-            raise InvalidAction(f"'{key}.{field}' is required")
-        return None
-    value = sub[field]
+def _string(key: str, sub: dict[str, Any], field: str) -> str:
+    value = sub.get(field)
+    if value is None:
+        raise InvalidAction(f"'{key}.{field}' is required")
     if not isinstance(value, str):
         raise InvalidAction(f"'{key}.{field}' must be a string, got {type(value).__name__}")
     return value
 
 
 def _tool(key: str, sub: dict[str, Any], tools: Collection[str]) -> str:
-    tool = _string(key, sub, "tool")
-    if tool not in tools:
+    tool = sub.get("tool")
+    if not isinstance(tool, str) or tool not in tools:
+        _string(key, sub, "tool")
         raise InvalidAction(f"unknown tool {tool!r} in '{key}.tool'; expected one of {sorted(tools)}")
     return tool
 
 
-def _params(key: str, sub: dict[str, Any], required: bool) -> dict[str, Any]:
-    if "params" not in sub or sub["params"] is None:
-        if required:
+def _parse_call(key, sub, tools, drift_kinds) -> Action:
+    sub = _object(key, sub)
+    tool = _tool(key, sub, tools)
+    endpoint = sub.get("endpoint")
+    if not isinstance(endpoint, str):
+        _string(key, sub, "endpoint")
+    params = sub.get("params")
+    if params is None:
+        if key == "retry":
             raise InvalidAction(f"'{key}.params' is required")
-        return {}
-    params = sub["params"]
-    if not isinstance(params, dict):
+        params = {}
+    elif not isinstance(params, dict):
         raise InvalidAction(f"'{key}.params' must be an object, got {type(params).__name__}")
-    return params
+    kind = CALL_TOOL if key == "tool_call" else RETRY_WITH_VARIANT
+    return Action(kind, True, sub, tool=tool, endpoint=endpoint, params=params)
 
 
-def _parse_call(key, sub, tools, drift_kinds):
+def _parse_inspect(key, sub, tools, drift_kinds) -> Action:
     sub = _object(key, sub)
-    return {
-        "tool": _tool(key, sub, tools),
-        "endpoint": _string(key, sub, "endpoint"),
-        "params": _params(key, sub, required=key == "retry"),
-    }
+    return Action(INSPECT_SCHEMA, True, sub, tool=_tool(key, sub, tools))
 
 
-def _parse_inspect(key, sub, tools, drift_kinds):
-    sub = _object(key, sub)
-    return {"tool": _tool(key, sub, tools)}
-
-
-def _parse_report(key, sub, tools, drift_kinds):
+def _parse_report(key, sub, tools, drift_kinds) -> Action:
     sub = _object(key, sub)
     tool = _tool(key, sub, tools)
     kind = _string(key, sub, "drift_kind")
     if kind not in drift_kinds:
         raise InvalidAction(f"unknown drift kind {kind!r} in '{key}.drift_kind'; expected one of {sorted(drift_kinds)}")
-    return {"tool": tool, "drift_kind": kind, "description": _string(key, sub, "description")}
+    description = _string(key, sub, "description")
+    return Action(REPORT_DRIFT, True, sub, tool=tool, drift_kind=kind, description=description)
 
 
-def _parse_complete(key, sub, tools, drift_kinds):
+def _parse_complete(key, sub, tools, drift_kinds) -> Action:
     sub = _object(key, sub)
-    return {"summary": _string(key, sub, "summary")}
+    return Action(COMPLETE_TASK, True, sub, summary=_string(key, sub, "summary"))
 
 
-_SUBOBJECT_PARSERS = {
+_PARSERS = {
     CALL_TOOL: _parse_call,
     INSPECT_SCHEMA: _parse_inspect,
     RETRY_WITH_VARIANT: _parse_call,

@@ -47,9 +47,13 @@ class DriftSpec:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Task:
-    """A concrete task instance: everything a ruleset draws for (scenario, seed)."""
+    """A concrete task instance: everything a ruleset draws for (scenario, seed).
+
+    Treat it as immutable; it is not frozen only because frozen dataclasses are slow to build
+    and one is built at every reset.
+    """
 
     scenario: str
     seed: int
@@ -100,11 +104,13 @@ class Episode:
         "tokens_remaining",
         "tools",
         "drifts",
+        "drifts_by_step",
         "agent_state",
         "history",
         "visible_history",
         "done",
         "cumulative_reward",
+        "docs",
         "extra",
     )
 
@@ -115,6 +121,9 @@ class Episode:
         self.tokens_remaining = task.token_budget
         self.tools = tools
         self.drifts = [DriftEvent(spec, i) for i, spec in enumerate(task.drift_plan)]
+        self.drifts_by_step: dict[int, list[DriftEvent]] = {}
+        for drift in self.drifts:
+            self.drifts_by_step.setdefault(drift.spec.fires_at_step, []).append(drift)
         self.agent_state: dict[str, Any] = {}
         # Full step records: {step, action, response, feedback, drift_events, reward}.
         self.history: list[dict[str, Any]] = []
@@ -122,6 +131,8 @@ class Episode:
         self.visible_history: list[dict[str, Any]] = []
         self.done = False
         self.cumulative_reward = 0.0
+        # The documentation observations show, cached by the ruleset; None after a schema change.
+        self.docs: dict[str, Any] | None = None
         # Ruleset-specific scratch space (counters, caches), never shown to the agent.
         self.extra: dict[str, Any] = {}
 

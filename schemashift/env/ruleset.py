@@ -14,7 +14,7 @@ shaping there; a potential-based ruleset reads Phi(s) there), `reward` sees the 
 
 from __future__ import annotations
 
-import uuid
+import os
 from typing import Any
 
 from schemashift.env.actions import (
@@ -89,19 +89,23 @@ class Ruleset:
 
     def new_episode(self, scenario: str, seed: int, episode_id: str | None = None) -> Episode:
         task = self.build_task(scenario, seed)
-        return Episode(task, episode_id or uuid.uuid4().hex, self.make_tools(task))
+        return Episode(task, episode_id or os.urandom(16).hex(), self.make_tools(task))
 
     # -- step pipeline ------------------------------------------------------------------------------
     def fire_drifts(self, ep: Episode) -> list[DriftEvent]:
         """Apply every drift scheduled for the current step, in plan order."""
+        due = ep.drifts_by_step.get(ep.step)
+        if not due:
+            return []
         fired = []
-        for drift in ep.drifts:
-            spec = drift.spec
-            if not drift.fired and spec.fires_at_step == ep.step:
+        for drift in due:
+            if not drift.fired:
+                spec = drift.spec
                 ep.tools[spec.tool].apply_drift(spec.kind, spec.endpoint, spec.details)
                 drift.fired = True
                 drift.fired_step = ep.step
                 fired.append(drift)
+        ep.docs = None
         return fired
 
     def dispatch(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
@@ -161,8 +165,11 @@ class Ruleset:
         return feedback
 
     def documentation(self, ep: Episode) -> dict[str, dict[str, Any]]:
-        """The tool documentation observations show. Default: the live schema."""
-        return {name: tool.schema_view() for name, tool in ep.tools.items()}
+        """The tool documentation observations show. Default: the live schema, rebuilt after drift."""
+        docs = ep.docs
+        if docs is None:
+            docs = ep.docs = {name: tool.schema_view() for name, tool in ep.tools.items()}
+        return docs
 
     def observe(self, ep: Episode, feedback: str) -> dict[str, Any]:
         raise NotImplementedError

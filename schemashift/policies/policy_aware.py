@@ -43,6 +43,25 @@ class PolicyAwareHeuristic:
         self.contact_id_seen: Any = None
         self.company_seen: Any = None
         self.attempted_update = False
+        self._text: str | None = None
+
+    def _read_task(self, text: str) -> None:
+        """What the dispatch rules need from the task text, worked out once per episode."""
+        self._text = text
+        self.desc = desc = text.lower()
+        email = EMAIL.search(text)
+        quoted = QUOTED_WORD.search(text)
+        self.first_email = email.group(1) if email else None
+        self.quoted_word = quoted.group(1) if quoted else None
+        self.wants_mail = "email" in desc or "send" in desc
+        self.wants_calendar = any(word in desc for word in ("calendar", "event", "orientation"))
+        self.wants_crm = any(word in desc for word in ("customer", "crm", "contact", "lookup"))
+        if "welcome" in desc:
+            self.subject = "Welcome!"
+        elif "all-hands" in desc or "all hands" in desc:
+            self.subject = "All-Hands: Friday 3pm"
+        else:
+            self.subject = "Update"
 
     def _called(self, tool: str, endpoint: str, params: dict[str, Any]) -> None:
         self.last_action_was_call = True
@@ -80,46 +99,34 @@ class PolicyAwareHeuristic:
 
     def _dispatch(self, observation: Observation, schemas: dict[str, Any]) -> ActionDict:
         text = observation.get("task_description", "")
-        desc = text.lower()
+        if text != self._text:
+            self._read_task(text)
         known = observation.get("known_state") or {}
-        if "mail" in schemas and ("email" in desc or "send" in desc) and not known.get("mail.sent_count", 0) > 0:
-            match = EMAIL.search(text)
-            if "welcome" in desc:
-                subject = "Welcome!"
-            elif "all-hands" in desc or "all hands" in desc:
-                subject = "All-Hands: Friday 3pm"
-            else:
-                subject = "Update"
+        if "mail" in schemas and self.wants_mail and not known.get("mail.sent_count", 0) > 0:
             params = {
-                "to": match.group(1) if match else "recipient@company.com",
-                "subject": subject,
+                "to": self.first_email or "recipient@company.com",
+                "subject": self.subject,
                 "body": "Automated message.",
             }
             self._called("mail", "send_message", params)
             return call_tool("mail", "send_message", params)
-        if (
-            "calendar" in schemas
-            and any(word in desc for word in ("calendar", "event", "orientation"))
-            and not known.get("calendar.events_count", 0) > 0
-        ):
+        if "calendar" in schemas and self.wants_calendar and not known.get("calendar.events_count", 0) > 0:
             params = {
-                "title": "New Hire Orientation" if "orientation" in desc else "Event",
+                "title": "New Hire Orientation" if "orientation" in self.desc else "Event",
                 "start": EVENT_START,
                 "end": EVENT_END,
                 "attendees": list(DEFAULT_ATTENDEES),
             }
             self._called("calendar", "create_event", params)
             return call_tool("calendar", "create_event", params)
-        if "crm" in schemas and any(word in desc for word in ("customer", "crm", "contact", "lookup")):
+        if "crm" in schemas and self.wants_crm:
             if self.contact_id_seen is None:
-                match = EMAIL.search(text)
-                params = {"customer_email": match.group(1) if match else "bob@customer.com"}
+                params = {"customer_email": self.first_email or "bob@customer.com"}
                 self._called("crm", "search_contacts", params)
                 return call_tool("crm", "search_contacts", params)
             status_known = any(k.startswith("crm.contact_") and k.endswith("_status") for k in known)
-            if "update" in desc and not status_known and not self.attempted_update:
-                match = QUOTED_WORD.search(text)
-                params = {"contact_id": self.contact_id_seen, "status": match.group(1) if match else "updated"}
+            if "update" in self.desc and not status_known and not self.attempted_update:
+                params = {"contact_id": self.contact_id_seen, "status": self.quoted_word or "updated"}
                 self.attempted_update = True
                 self._called("crm", "update_contact", params)
                 return call_tool("crm", "update_contact", params)

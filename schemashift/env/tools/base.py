@@ -7,7 +7,6 @@ environment cache the serialised schema view and rebuild it only when something 
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,12 @@ def ok(body: dict[str, Any]) -> Response:
 
 def fail(status: int, error: str) -> Response:
     return {"ok": False, "status": status, "body": None, "error": error}
+
+
+def copy_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Private copies of seed records. Shallow on purpose: handlers replace nested values
+    (attendee lists and the like) and never mutate them in place, so sharing them is safe."""
+    return [dict(record) for record in records]
 
 
 class UnsupportedDrift(ValueError):
@@ -76,11 +81,19 @@ class Tool:
     name: str = ""
 
     def __init__(self, seed_data: dict[str, Any] | None = None) -> None:
-        self.schemas: dict[str, EndpointSchema] = {s.name: s for s in self.baseline_schemas()}
+        cls = type(self)
+        templates = _TEMPLATES.get(cls)
+        if templates is None:
+            templates = _TEMPLATES[cls] = {s.name: s for s in self.baseline_schemas()}
+            _BASELINE_VIEWS[cls] = {name: s.to_dict() for name, s in templates.items()}
+        self._templates = templates
+        # Copy-on-write: endpoints share the class's baseline schemas until drift changes them.
+        self.schemas: dict[str, EndpointSchema] = dict(templates)
         self.handlers: dict[str, Handler] = self.baseline_handlers()
         self.revision = 0
-        self._schema_view: dict[str, dict[str, Any]] | None = None
-        self.load(copy.deepcopy(seed_data) if seed_data else {})
+        # Every fresh tool of a class starts from the same schemas, so they share one view.
+        self._schema_view: dict[str, dict[str, Any]] | None = _BASELINE_VIEWS[cls]
+        self.load(seed_data or {})
 
     # -- subclass surface -------------------------------------------------------------------
     @classmethod
@@ -91,7 +104,7 @@ class Tool:
         raise NotImplementedError
 
     def load(self, seed_data: dict[str, Any]) -> None:
-        """Populate the tool's state from the scenario's seed data (already a private copy)."""
+        """Populate the tool's state from the scenario's seed data (shared: copy what you keep)."""
 
     def drift_handlers(self) -> dict[tuple[str, str | None], Callable[[dict[str, Any]], None]]:
         return {}
@@ -138,6 +151,13 @@ class Tool:
         return view
 
     # -- helpers for drift handlers ----------------------------------------------------------------
+    def writable(self, endpoint: str) -> EndpointSchema:
+        """The endpoint's schema, made private to this tool so a drift handler may mutate it."""
+        schema = self.schemas[endpoint]
+        if schema is self._templates.get(endpoint):
+            schema = self.schemas[endpoint] = schema.copy()
+        return schema
+
     def remove_endpoint(self, endpoint: str) -> None:
         self.schemas.pop(endpoint, None)
         self.handlers.pop(endpoint, None)
@@ -146,8 +166,11 @@ class Tool:
         self.schemas[schema.name] = schema
         self.handlers[schema.name] = handler
 
-    def baseline_schema(self, endpoint: str) -> EndpointSchema:
-        for schema in self.baseline_schemas():
-            if schema.name == endpoint:
-                return schema
-        raise KeyError(endpoint)
+    def baseline_schema(self, endpoint: str, name: str | None = None) -> EndpointSchema:
+        """A private copy of the endpoint's schema as it was before any drift (optionally renamed)."""
+        return self._templates[endpoint].copy(name)
+
+
+#: per tool class: its baseline schemas (never mutated; tools work on copies) and their view
+_TEMPLATES: dict[type[Tool], dict[str, EndpointSchema]] = {}
+_BASELINE_VIEWS: dict[type[Tool], dict[str, dict[str, Any]]] = {}

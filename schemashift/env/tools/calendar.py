@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemashift.env.tools.base import EndpointSchema, Response, Tool, fail, ok
+from schemashift.env.tools.base import EndpointSchema, Response, Tool, copy_records, fail, ok
 
 PAGE_SIZE = 10
 _UPDATABLE = ("title", "start", "end", "attendees", "participants", "location", "status")
@@ -70,7 +70,7 @@ class CalendarTool(Tool):
         }
 
     def load(self, seed_data: dict[str, Any]) -> None:
-        self.events: list[dict[str, Any]] = list(seed_data.get("events", []))
+        self.events: list[dict[str, Any]] = copy_records(seed_data.get("events", []))
         self.next_id = len(self.events) + 1
 
     def drift_handlers(self):
@@ -136,7 +136,7 @@ class CalendarTool(Tool):
 
     # -- drift -----------------------------------------------------------------------------------
     def _rename_attendees(self, details: dict[str, Any]) -> None:
-        schema = self.schemas["create_event"]
+        schema = self.writable("create_event")
         old, new = details.get("from", "attendees"), details.get("to", "participants")
         kind = schema.params.pop(old, "list")
         schema.params[new] = kind

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemashift.env.tools.base import EndpointSchema, Response, Tool, fail, ok
+from schemashift.env.tools.base import EndpointSchema, Response, Tool, copy_records, fail, ok
 
 STORED_EMAIL = "customer_email"
 RENAMED_EMAIL = "email_address"
@@ -63,7 +63,7 @@ class CrmTool(Tool):
         }
 
     def load(self, seed_data: dict[str, Any]) -> None:
-        self.contacts: list[dict[str, Any]] = list(seed_data.get("contacts", []))
+        self.contacts: list[dict[str, Any]] = copy_records(seed_data.get("contacts", []))
         self.next_id = len(self.contacts) + 1
         self.calls = 0
         self.rate_limit_active = False
@@ -153,9 +153,8 @@ class CrmTool(Tool):
     # -- drift -----------------------------------------------------------------------------------
     def _rename_email(self, details: dict[str, Any]) -> None:
         for endpoint in _CONTACT_ENDPOINTS:
-            schema = self.schemas.get(endpoint)
-            if schema is not None:
-                _rename_field(schema, STORED_EMAIL, RENAMED_EMAIL)
+            if endpoint in self.schemas:
+                _rename_field(self.writable(endpoint), STORED_EMAIL, RENAMED_EMAIL)
 
     def _tighten_rate_limit(self, details: dict[str, Any]) -> None:
         self.rate_limit_active = True
@@ -163,7 +162,7 @@ class CrmTool(Tool):
 
     def _deprecate_update(self, details: dict[str, Any]) -> None:
         replacement = details.get("replacement", "contacts.patch")
-        schema = self.baseline_schema("update_contact").copy(replacement)
+        schema = self.baseline_schema("update_contact", replacement)
         if self.email_renamed:
             _rename_field(schema, STORED_EMAIL, RENAMED_EMAIL)
         self.remove_endpoint("update_contact")

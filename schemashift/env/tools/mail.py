@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemashift.env.tools.base import EndpointSchema, Response, Tool, UnsupportedDrift, fail, ok
+from schemashift.env.tools.base import EndpointSchema, Response, Tool, copy_records, UnsupportedDrift, fail, ok
 
 SENT_AT = "2026-04-25T10:00:00Z"
 PAGE_SIZE = 10
@@ -47,7 +47,7 @@ class MailTool(Tool):
         }
 
     def load(self, seed_data: dict[str, Any]) -> None:
-        self.mailbox: list[dict[str, Any]] = list(seed_data.get("messages", []))
+        self.mailbox: list[dict[str, Any]] = copy_records(seed_data.get("messages", []))
         self.sent_messages: list[dict[str, Any]] = []
 
     def drift_handlers(self):
@@ -82,16 +82,16 @@ class MailTool(Tool):
 
     # -- drift -----------------------------------------------------------------------------------
     def _rename_list_fields(self, details: dict[str, Any]) -> None:
-        self.schemas["list_messages"].response_shape = {"items": "list", "next_cursor": "str"}
+        self.writable("list_messages").response_shape = {"items": "list", "next_cursor": "str"}
 
     def _deprecate_send(self, details: dict[str, Any]) -> None:
         replacement = details.get("replacement", "messages.send")
         self.remove_endpoint("send_message")
-        self.add_endpoint(self.baseline_schema("send_message").copy(replacement), self.send_message)
+        self.add_endpoint(self.baseline_schema("send_message", replacement), self.send_message)
 
     def _require_idempotency_key(self, details: dict[str, Any]) -> None:
-        schema = self.schemas.get("send_message")
-        if schema is None:
+        if "send_message" not in self.schemas:
             raise UnsupportedDrift("mail.send_message is deprecated; cannot add a required param to it")
+        schema = self.writable("send_message")
         schema.params["idempotency_key"] = "str"
         schema.required.append("idempotency_key")

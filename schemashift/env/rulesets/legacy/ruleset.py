@@ -96,6 +96,15 @@ class LegacyRuleset(Ruleset):
             ground_truth=spec["ground_truth"],
         )
 
+    def new_episode(self, scenario: str, seed: int, episode_id: str | None = None) -> Episode:
+        ep = super().new_episode(scenario, seed, episode_id)
+        # Per-episode caches: parts of the observation that change rarely, and the completion
+        # score, which only changes when the agent state does.
+        ep.extra["criteria"] = list(ep.task.success_criteria)
+        ep.extra["visible_drifts"] = []
+        ep.extra["completion"] = None
+        return ep
+
     def solution(self, task: Task) -> list[dict[str, Any]]:
         return list(SCENARIOS[task.scenario]["solution"])
 
@@ -126,6 +135,7 @@ class LegacyRuleset(Ruleset):
     def complete(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
         summary = action.summary if action.present else ""
         ep.agent_state["_completion_summary"] = summary
+        ep.extra["completion"] = None
         summary_lc = summary.lower()
         for key, names in SUMMARY_MENTIONS.items():
             if key in ep.task.ground_truth and any(name in summary_lc for name in names):
@@ -158,8 +168,15 @@ class LegacyRuleset(Ruleset):
             if drift is not None:
                 drift.detected = True
                 drift.reported_step = ep.step
+                spec = drift.spec
+                ep.extra["visible_drifts"] = [
+                    *ep.extra["visible_drifts"],
+                    {"tool": spec.tool, "kind": spec.kind, "endpoint": spec.endpoint,
+                     "fires_at_step": spec.fires_at_step},
+                ]
         elif action.type in TOOL_CALL_TYPES and response is not None and response["ok"]:
             _track_progress(ep.agent_state, action.tool, action.endpoint, action.params, response["body"])
+            ep.extra["completion"] = None
 
     def reward(self, ep: Episode, action: Action | None, response: Response | None, pre: float) -> dict[str, Any]:
         completion, all_met = _completion(ep)
@@ -218,17 +235,12 @@ class LegacyRuleset(Ruleset):
             "max_steps": task.max_steps,
             "token_budget_remaining": ep.tokens_remaining,
             "task_description": task.description,
-            "success_criteria": list(task.success_criteria),
+            "success_criteria": ep.extra["criteria"],
             "tool_schemas": self.documentation(ep),
             "known_state": dict(ep.agent_state),
             "history": ep.visible_history[-HISTORY_WINDOW:],
             "last_response": ep.last_response,
-            "drift_events_visible": [
-                {"tool": d.spec.tool, "kind": d.spec.kind, "endpoint": d.spec.endpoint,
-                 "fires_at_step": d.spec.fires_at_step}
-                for d in ep.drifts
-                if d.detected
-            ],
+            "drift_events_visible": ep.extra["visible_drifts"],
             "done": ep.done,
             "feedback": feedback,
         }
@@ -318,12 +330,14 @@ def _matches(actual: Any, expected: Any) -> bool:
 
 
 def _completion(ep: Episode) -> tuple[float, bool]:
-    truth = ep.task.ground_truth
-    if not truth:
-        return 0.0, True
-    state = ep.agent_state
-    met = sum(1 for key, expected in truth.items() if _matches(state.get(key), expected))
-    return met / len(truth), met == len(truth)
+    """(fraction of ground-truth keys met, all met), cached until the agent state changes."""
+    cached = ep.extra["completion"]
+    if cached is None:
+        truth = ep.task.ground_truth
+        state = ep.agent_state
+        met = sum(1 for key, expected in truth.items() if _matches(state.get(key), expected))
+        cached = ep.extra["completion"] = (met / len(truth) if truth else 0.0, met == len(truth))
+    return cached
 
 
 def _drift_scores(ep: Episode) -> tuple[float, float]:
