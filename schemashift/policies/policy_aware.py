@@ -26,6 +26,33 @@ DEFAULT_ATTENDEES = ["priya@company.com", "alex@company.com"]
 EVENT_START, EVENT_END = "2026-04-27T10:00:00Z", "2026-04-27T11:00:00Z"
 
 
+class TaskReading:
+    """The keyword and pattern matches the dispatch rules take from a task description."""
+
+    def __init__(self, text: str) -> None:
+        self.desc = desc = text.lower()
+        email = EMAIL.search(text)
+        quoted = QUOTED_WORD.search(text)
+        self.first_email = email.group(1) if email else None
+        self.quoted_word = quoted.group(1) if quoted else None
+        self.wants_mail = "email" in desc or "send" in desc
+        self.wants_calendar = any(word in desc for word in ("calendar", "event", "orientation"))
+        self.wants_crm = any(word in desc for word in ("customer", "crm", "contact", "lookup"))
+        self.wants_update = "update" in desc
+        self.title = "New Hire Orientation" if "orientation" in desc else "Event"
+        if "welcome" in desc:
+            self.subject = "Welcome!"
+        elif "all-hands" in desc or "all hands" in desc:
+            self.subject = "All-Hands: Friday 3pm"
+        else:
+            self.subject = "Update"
+
+
+#: readings of recently seen task texts; tasks repeat across episodes
+_READINGS: dict[str, TaskReading] = {}
+_READINGS_KEPT = 256
+
+
 class PolicyAwareHeuristic:
     name = "policy_aware_heuristic"
 
@@ -46,22 +73,14 @@ class PolicyAwareHeuristic:
         self._text: str | None = None
 
     def _read_task(self, text: str) -> None:
-        """What the dispatch rules need from the task text, worked out once per episode."""
+        """What the dispatch rules need from the task text, worked out once per distinct text."""
         self._text = text
-        self.desc = desc = text.lower()
-        email = EMAIL.search(text)
-        quoted = QUOTED_WORD.search(text)
-        self.first_email = email.group(1) if email else None
-        self.quoted_word = quoted.group(1) if quoted else None
-        self.wants_mail = "email" in desc or "send" in desc
-        self.wants_calendar = any(word in desc for word in ("calendar", "event", "orientation"))
-        self.wants_crm = any(word in desc for word in ("customer", "crm", "contact", "lookup"))
-        if "welcome" in desc:
-            self.subject = "Welcome!"
-        elif "all-hands" in desc or "all hands" in desc:
-            self.subject = "All-Hands: Friday 3pm"
-        else:
-            self.subject = "Update"
+        reading = _READINGS.get(text)
+        if reading is None:
+            if len(_READINGS) >= _READINGS_KEPT:
+                _READINGS.clear()
+            reading = _READINGS[text] = TaskReading(text)
+        self.task = reading
 
     def _called(self, tool: str, endpoint: str, params: dict[str, Any]) -> None:
         self.last_action_was_call = True
@@ -101,32 +120,33 @@ class PolicyAwareHeuristic:
         text = observation.get("task_description", "")
         if text != self._text:
             self._read_task(text)
+        task = self.task
         known = observation.get("known_state") or {}
-        if "mail" in schemas and self.wants_mail and not known.get("mail.sent_count", 0) > 0:
+        if "mail" in schemas and task.wants_mail and not known.get("mail.sent_count", 0) > 0:
             params = {
-                "to": self.first_email or "recipient@company.com",
-                "subject": self.subject,
+                "to": task.first_email or "recipient@company.com",
+                "subject": task.subject,
                 "body": "Automated message.",
             }
             self._called("mail", "send_message", params)
             return call_tool("mail", "send_message", params)
-        if "calendar" in schemas and self.wants_calendar and not known.get("calendar.events_count", 0) > 0:
+        if "calendar" in schemas and task.wants_calendar and not known.get("calendar.events_count", 0) > 0:
             params = {
-                "title": "New Hire Orientation" if "orientation" in self.desc else "Event",
+                "title": task.title,
                 "start": EVENT_START,
                 "end": EVENT_END,
                 "attendees": list(DEFAULT_ATTENDEES),
             }
             self._called("calendar", "create_event", params)
             return call_tool("calendar", "create_event", params)
-        if "crm" in schemas and self.wants_crm:
+        if "crm" in schemas and task.wants_crm:
             if self.contact_id_seen is None:
-                params = {"customer_email": self.first_email or "bob@customer.com"}
+                params = {"customer_email": task.first_email or "bob@customer.com"}
                 self._called("crm", "search_contacts", params)
                 return call_tool("crm", "search_contacts", params)
             status_known = any(k.startswith("crm.contact_") and k.endswith("_status") for k in known)
-            if "update" in self.desc and not status_known and not self.attempted_update:
-                params = {"contact_id": self.contact_id_seen, "status": self.quoted_word or "updated"}
+            if task.wants_update and not status_known and not self.attempted_update:
+                params = {"contact_id": self.contact_id_seen, "status": task.quoted_word or "updated"}
                 self.attempted_update = True
                 self._called("crm", "update_contact", params)
                 return call_tool("crm", "update_contact", params)

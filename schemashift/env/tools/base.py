@@ -115,12 +115,14 @@ class Tool:
         if schema is None:
             return fail(410, f"Endpoint '{endpoint}' is no longer available on {self.name}.")
         declared = schema.params
-        unknown = [key for key in params if key not in declared]
-        if unknown:
+        # Key-view comparisons run in C; the lists are built only to word an error.
+        if not declared.keys() >= params.keys():
+            unknown = [key for key in params if key not in declared]
             return fail(400, f"Unknown params on {endpoint}: {unknown!r}")
-        missing = [key for key in schema.required if key not in params]
-        if missing:
-            return fail(400, f"Missing required params: {missing!r}")
+        for key in schema.required:
+            if key not in params:
+                missing = [k for k in schema.required if k not in params]
+                return fail(400, f"Missing required params: {missing!r}")
         handler = self.handlers.get(endpoint)
         if handler is None:
             return fail(501, f"Endpoint '{endpoint}' has no implementation on {self.name}.")
@@ -146,7 +148,11 @@ class Tool:
         """
         view = self._schema_view
         if view is None:
-            view = {name: schema.to_dict() for name, schema in self.schemas.items()}
+            # Endpoints still sharing the baseline schema reuse its serialised form.
+            templates, baseline = self._templates, _BASELINE_VIEWS[type(self)]
+            view = {}
+            for name, schema in self.schemas.items():
+                view[name] = baseline[name] if schema is templates.get(name) else schema.to_dict()
             self._schema_view = view
         return view
 

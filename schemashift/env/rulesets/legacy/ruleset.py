@@ -23,7 +23,7 @@ from schemashift.env.rulesets.legacy.scenarios import SCENARIOS
 from schemashift.env.ruleset import Response, Ruleset, UnknownScenario, action_counts
 from schemashift.env.tools.base import fail
 
-WEIGHTS = {"completion": 0.40, "drift_detection": 0.25, "adaptation": 0.20, "efficiency": 0.15}
+W_COMPLETION, W_DETECTION, W_ADAPTATION, W_EFFICIENCY = 0.40, 0.25, 0.20, 0.15
 INSPECT_AFTER_FAILURE = 0.10
 CORRECT_REPORT = 0.15
 RETRY_AFTER_FAILURE = 0.20
@@ -98,11 +98,25 @@ class LegacyRuleset(Ruleset):
 
     def new_episode(self, scenario: str, seed: int, episode_id: str | None = None) -> Episode:
         ep = super().new_episode(scenario, seed, episode_id)
-        # Per-episode caches: parts of the observation that change rarely, and the completion
-        # score, which only changes when the agent state does.
-        ep.extra["criteria"] = list(ep.task.success_criteria)
+        # Per-episode caches: parts of the observation that change rarely or never, and the
+        # completion score, which only changes when the agent state does.
+        task = ep.task
+        # Observation fields that never change within an episode, in the spec's key order.
+        ep.extra["observation_base"] = {
+            "episode_id": ep.episode_id,
+            "ruleset": self.name,
+            "task_id": task.scenario,
+            "seed": task.seed,
+            "difficulty": task.tier,
+            "step": 0,
+            "max_steps": task.max_steps,
+            "token_budget_remaining": task.token_budget,
+            "task_description": task.description,
+            "success_criteria": list(task.success_criteria),
+        }
         ep.extra["visible_drifts"] = []
         ep.extra["completion"] = None
+        ep.extra["known_state"] = None
         return ep
 
     def solution(self, task: Task) -> list[dict[str, Any]]:
@@ -135,7 +149,7 @@ class LegacyRuleset(Ruleset):
     def complete(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
         summary = action.summary if action.present else ""
         ep.agent_state["_completion_summary"] = summary
-        ep.extra["completion"] = None
+        ep.extra["completion"] = ep.extra["known_state"] = None
         summary_lc = summary.lower()
         for key, names in SUMMARY_MENTIONS.items():
             if key in ep.task.ground_truth and any(name in summary_lc for name in names):
@@ -176,19 +190,22 @@ class LegacyRuleset(Ruleset):
                 ]
         elif action.type in TOOL_CALL_TYPES and response is not None and response["ok"]:
             _track_progress(ep.agent_state, action.tool, action.endpoint, action.params, response["body"])
-            ep.extra["completion"] = None
+            ep.extra["completion"] = ep.extra["known_state"] = None
 
     def reward(self, ep: Episode, action: Action | None, response: Response | None, pre: float) -> dict[str, Any]:
         completion, all_met = _completion(ep)
         drift_detection, adaptation = _drift_scores(ep)
-        efficiency = _efficiency(ep)
-        weighted = (
-            WEIGHTS["completion"] * completion
-            + WEIGHTS["drift_detection"] * drift_detection
-            + WEIGHTS["adaptation"] * adaptation
-            + WEIGHTS["efficiency"] * efficiency
+        task = ep.task
+        efficiency = 0.5 * max(0.0, 1.0 - ep.step / task.max_steps) + 0.5 * (
+            ep.tokens_remaining / max(1, task.token_budget)
         )
-        catastrophe = self.catastrophe(ep)
+        weighted = (
+            W_COMPLETION * completion
+            + W_DETECTION * drift_detection
+            + W_ADAPTATION * adaptation
+            + W_EFFICIENCY * efficiency
+        )
+        catastrophe = bool(ep.agent_state.get("catastrophe"))
         catastrophic_gate = 0.0 if catastrophe else 1.0
         if catastrophe:
             final_gate = 0.0
@@ -224,26 +241,25 @@ class LegacyRuleset(Ruleset):
 
     # -- what the agent sees (spec 2.5) ------------------------------------------------------------------
     def observe(self, ep: Episode, feedback: str) -> dict[str, Any]:
-        task = ep.task
-        return {
-            "episode_id": ep.episode_id,
-            "ruleset": self.name,
-            "task_id": task.scenario,
-            "seed": task.seed,
-            "difficulty": task.tier,
-            "step": ep.step,
-            "max_steps": task.max_steps,
-            "token_budget_remaining": ep.tokens_remaining,
-            "task_description": task.description,
-            "success_criteria": ep.extra["criteria"],
-            "tool_schemas": self.documentation(ep),
-            "known_state": dict(ep.agent_state),
-            "history": ep.visible_history[-HISTORY_WINDOW:],
-            "last_response": ep.last_response,
-            "drift_events_visible": ep.extra["visible_drifts"],
-            "done": ep.done,
-            "feedback": feedback,
-        }
+        observation = ep.extra["observation_base"].copy()
+        observation["step"] = ep.step
+        observation["token_budget_remaining"] = ep.tokens_remaining
+        observation["tool_schemas"] = self.documentation(ep)
+        observation["known_state"] = self._known_state(ep)
+        observation["history"] = ep.visible_history[-HISTORY_WINDOW:]
+        observation["last_response"] = ep.history[-1]["response"] if ep.history else None
+        observation["drift_events_visible"] = ep.extra["visible_drifts"]
+        observation["done"] = ep.done
+        observation["feedback"] = feedback
+        return observation
+
+    @staticmethod
+    def _known_state(ep: Episode) -> dict[str, Any]:
+        """A snapshot of the agent state, copied again only after the state changed."""
+        snapshot = ep.extra["known_state"]
+        if snapshot is None:
+            snapshot = ep.extra["known_state"] = dict(ep.agent_state)
+        return snapshot
 
     # -- records ----------------------------------------------------------------------------------------
     def summary(self, ep: Episode) -> dict[str, Any]:
@@ -335,7 +351,10 @@ def _completion(ep: Episode) -> tuple[float, bool]:
     if cached is None:
         truth = ep.task.ground_truth
         state = ep.agent_state
-        met = sum(1 for key, expected in truth.items() if _matches(state.get(key), expected))
+        met = 0
+        for key, expected in truth.items():
+            if _matches(state.get(key), expected):
+                met += 1
         cached = ep.extra["completion"] = (met / len(truth) if truth else 0.0, met == len(truth))
     return cached
 
@@ -373,8 +392,4 @@ def _drift_scores(ep: Episode) -> tuple[float, float]:
         return 0.0, 0.0
     return detected / fired, (adapted / opportunities if opportunities else 0.0)
 
-
-def _efficiency(ep: Episode) -> float:
-    task = ep.task
-    return 0.5 * max(0.0, 1.0 - ep.step / task.max_steps) + 0.5 * (ep.tokens_remaining / max(1, task.token_budget))
 
