@@ -40,7 +40,17 @@ class Action:
 
     `raw` is what was validated: the sub-object, or the whole action when it had none."""
 
-    __slots__ = ("type", "present", "tool", "endpoint", "params", "drift_kind", "description", "summary", "raw")
+    __slots__ = (
+        "type",
+        "present",
+        "tool",
+        "endpoint",
+        "params",
+        "drift_kind",
+        "description",
+        "summary",
+        "raw",
+    )
 
     def __init__(
         self,
@@ -168,7 +178,9 @@ def _parse_report(key, sub, tools, drift_kinds) -> Action:
     tool = _tool(key, sub, tools)
     kind = _string(key, sub, "drift_kind")
     if kind not in drift_kinds:
-        raise InvalidAction(f"unknown drift kind {kind!r} in '{key}.drift_kind'; expected one of {sorted(drift_kinds)}")
+        raise InvalidAction(
+            f"unknown drift kind {kind!r} in '{key}.drift_kind'; expected one of {sorted(drift_kinds)}"
+        )
     description = _string(key, sub, "description")
     return Action(REPORT_DRIFT, True, sub, tool=tool, drift_kind=kind, description=description)
 

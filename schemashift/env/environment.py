@@ -48,7 +48,9 @@ class Environment:
             raise EpisodeStateError("Call reset() before step().")
         if ep.done:
             raise EpisodeStateError("Episode already done; call reset() to start a new one.")
-        if tokens_used and (isinstance(tokens_used, bool) or not isinstance(tokens_used, int) or tokens_used < 0):
+        if tokens_used and (
+            isinstance(tokens_used, bool) or not isinstance(tokens_used, int) or tokens_used < 0
+        ):
             raise ValueError(f"tokens_used must be a non-negative integer, got {tokens_used!r}")
         rs = self.ruleset
         invalid: InvalidAction | None = None
@@ -71,7 +73,9 @@ class Environment:
         rs.apply_effects(ep, parsed, response)
         record = {
             "step": ep.step,
-            "action": parsed.to_dict() if parsed is not None else {"type": "invalid", "raw": _printable(action)},
+            "action": parsed.to_dict()
+            if parsed is not None
+            else {"type": "invalid", "raw": _printable(action)},
             "response": response,
             "feedback": feedback,
             "drift_events": [d.spec.to_dict() for d in fired] if fired else [],

@@ -67,7 +67,9 @@ class Ruleset:
         for info in self.scenarios():
             if info.id == scenario:
                 return info
-        raise UnknownScenario(f"Unknown scenario {scenario!r} for ruleset {self.name!r}. Available: {self.scenario_ids()}")
+        raise UnknownScenario(
+            f"Unknown scenario {scenario!r} for ruleset {self.name!r}. Available: {self.scenario_ids()}"
+        )
 
     def splits(self) -> dict[str, tuple[int, int | None]]:
         """Split name -> (first seed, last seed or None for open-ended). Empty: no splits."""
@@ -151,7 +153,9 @@ class Ruleset:
             or (action is not None and action.type == COMPLETE_TASK)
         )
 
-    def reward(self, ep: Episode, action: Action | None, response: Response | None, pre: Any) -> dict[str, Any]:
+    def reward(
+        self, ep: Episode, action: Action | None, response: Response | None, pre: Any
+    ) -> dict[str, Any]:
         raise NotImplementedError
 
     def potential(self, ep: Episode) -> float:

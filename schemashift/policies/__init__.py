@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from schemashift.env.rulesets import get_ruleset
 from schemashift.env.ruleset import Ruleset
+from schemashift.env.rulesets import get_ruleset
 from schemashift.policies.base import Policy
 
 Factory = Callable[[Ruleset], Policy]
@@ -61,7 +61,7 @@ def make_policy(name: str, ruleset: str | Ruleset = "legacy") -> Policy:
     for prefix, target in PREFIXES.items():
         if name.startswith(prefix):
             module_name, func = target.split(":")
-            return getattr(importlib.import_module(module_name), func)(name[len(prefix):], rs)
+            return getattr(importlib.import_module(module_name), func)(name[len(prefix) :], rs)
     raise UnknownPolicy(f"Unknown policy {name!r}. Available: {available_policies()}")
 
 

@@ -173,7 +173,9 @@ def _params_of(endpoints: dict[str, Any], endpoint: str) -> dict[str, Any]:
     return (endpoints.get(endpoint) or {}).get("params") or {}
 
 
-def _adapt(tool: str, endpoint: str, params: dict[str, Any], schemas: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _adapt(
+    tool: str, endpoint: str, params: dict[str, Any], schemas: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
     """The retry variant: follow a known endpoint rename, then map renamed fields and drop
     parameters the current schema no longer declares."""
     endpoints = schemas.get(tool) or {}
@@ -184,7 +186,12 @@ def _adapt(tool: str, endpoint: str, params: dict[str, Any], schemas: dict[str, 
         return endpoint, dict(params)
     declared = schema.get("params") or {}
     adapted = dict(params)
-    if tool == "calendar" and endpoint == "create_event" and "participants" in declared and "attendees" in adapted:
+    if (
+        tool == "calendar"
+        and endpoint == "create_event"
+        and "participants" in declared
+        and "attendees" in adapted
+    ):
         adapted["participants"] = [{"email": e, "role": "required"} for e in adapted.pop("attendees")]
     if tool == "crm" and "email_address" in declared and "customer_email" in adapted:
         adapted["email_address"] = adapted.pop("customer_email")

@@ -7,4 +7,12 @@ from schemashift.env.tools.mail import MailTool
 
 TOOL_CLASSES: dict[str, type[Tool]] = {cls.name: cls for cls in (MailTool, CalendarTool, CrmTool)}
 
-__all__ = ["TOOL_CLASSES", "CalendarTool", "CrmTool", "EndpointSchema", "MailTool", "Tool", "UnsupportedDrift"]
+__all__ = [
+    "TOOL_CLASSES",
+    "CalendarTool",
+    "CrmTool",
+    "EndpointSchema",
+    "MailTool",
+    "Tool",
+    "UnsupportedDrift",
+]

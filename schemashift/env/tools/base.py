@@ -131,7 +131,9 @@ class Tool:
     def apply_drift(self, kind: str, endpoint: str | None, details: dict[str, Any]) -> None:
         handler = self.drift_handlers().get((kind, endpoint))
         if handler is None:
-            raise UnsupportedDrift(f"{self.name} has no drift handler for kind={kind!r} endpoint={endpoint!r}")
+            raise UnsupportedDrift(
+                f"{self.name} has no drift handler for kind={kind!r} endpoint={endpoint!r}"
+            )
         handler(details)
         self.changed()
 

@@ -35,7 +35,13 @@ class CrmTool(Tool):
                 "get_contact",
                 {"contact_id": "str"},
                 ["contact_id"],
-                {"contact_id": "str", "name": "str", "customer_email": "str", "company": "str", "status": "str"},
+                {
+                    "contact_id": "str",
+                    "name": "str",
+                    "customer_email": "str",
+                    "company": "str",
+                    "status": "str",
+                },
                 pick(200, 404, 429),
             ),
             EndpointSchema(
@@ -47,7 +53,13 @@ class CrmTool(Tool):
             ),
             EndpointSchema(
                 "update_contact",
-                {"contact_id": "str", "customer_email": "str", "name": "str", "company": "str", "status": "str"},
+                {
+                    "contact_id": "str",
+                    "customer_email": "str",
+                    "name": "str",
+                    "company": "str",
+                    "status": "str",
+                },
                 ["contact_id"],
                 {"contact_id": "str", "status": "str"},
                 pick(200, 404, 422, 429),

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemashift.env.tools.base import EndpointSchema, Response, Tool, copy_records, UnsupportedDrift, fail, ok
+from schemashift.env.tools.base import (
+    EndpointSchema,
+    Response,
+    Tool,
+    UnsupportedDrift,
+    copy_records,
+    fail,
+    ok,
+)
 
 SENT_AT = "2026-04-25T10:00:00Z"
 PAGE_SIZE = 10

@@ -19,8 +19,8 @@ from schemashift.env.actions import (
     Action,
 )
 from schemashift.env.episode import DriftEvent, Episode, ScenarioInfo, Task
-from schemashift.env.rulesets.legacy.scenarios import SCENARIOS
 from schemashift.env.ruleset import Response, Ruleset, UnknownScenario, action_counts
+from schemashift.env.rulesets.legacy.scenarios import SCENARIOS
 from schemashift.env.tools.base import fail
 
 W_COMPLETION, W_DETECTION, W_ADAPTATION, W_EFFICIENCY = 0.40, 0.25, 0.20, 0.15
@@ -80,7 +80,9 @@ class LegacyRuleset(Ruleset):
     def build_task(self, scenario: str, seed: int) -> Task:
         spec = SCENARIOS.get(scenario)
         if spec is None:
-            raise UnknownScenario(f"Unknown scenario {scenario!r} for ruleset 'legacy'. Available: {list(SCENARIOS)}")
+            raise UnknownScenario(
+                f"Unknown scenario {scenario!r} for ruleset 'legacy'. Available: {list(SCENARIOS)}"
+            )
         return Task(
             scenario=scenario,
             seed=seed,
@@ -132,7 +134,9 @@ class LegacyRuleset(Ruleset):
         tool = ep.tools.get(action.tool)
         if tool is None:
             if action.type == CALL_TOOL:
-                return fail(404, f"Tool '{action.tool}' not available in this scenario."), "Tool not available."
+                return fail(
+                    404, f"Tool '{action.tool}' not available in this scenario."
+                ), "Tool not available."
             return fail(404, "Retry target unavailable."), "Retry target missing."
         response = tool.call(action.endpoint, action.params)
         return response, f"{verb} {action.tool}.{action.endpoint}: status={response['status']}"
@@ -185,14 +189,20 @@ class LegacyRuleset(Ruleset):
                 spec = drift.spec
                 ep.extra["visible_drifts"] = [
                     *ep.extra["visible_drifts"],
-                    {"tool": spec.tool, "kind": spec.kind, "endpoint": spec.endpoint,
-                     "fires_at_step": spec.fires_at_step},
+                    {
+                        "tool": spec.tool,
+                        "kind": spec.kind,
+                        "endpoint": spec.endpoint,
+                        "fires_at_step": spec.fires_at_step,
+                    },
                 ]
         elif action.type in TOOL_CALL_TYPES and response is not None and response["ok"]:
             _track_progress(ep.agent_state, action.tool, action.endpoint, action.params, response["body"])
             ep.extra["completion"] = ep.extra["known_state"] = None
 
-    def reward(self, ep: Episode, action: Action | None, response: Response | None, pre: float) -> dict[str, Any]:
+    def reward(
+        self, ep: Episode, action: Action | None, response: Response | None, pre: float
+    ) -> dict[str, Any]:
         completion, all_met = _completion(ep)
         drift_detection, adaptation = _drift_scores(ep)
         task = ep.task
@@ -266,9 +276,17 @@ class LegacyRuleset(Ruleset):
         last = ep.history[-1]["reward"] if ep.history else None
         outcomes = self.drift_outcomes(ep)
         recovered = [o["steps_to_recover"] for o in outcomes if o["steps_to_recover"] is not None]
-        row = {key: (last[key] if last else None) for key in (
-            "completion", "drift_detection", "adaptation", "efficiency", "shaped_total", "binary",
-        )}
+        row = {
+            key: (last[key] if last else None)
+            for key in (
+                "completion",
+                "drift_detection",
+                "adaptation",
+                "efficiency",
+                "shaped_total",
+                "binary",
+            )
+        }
         row.update(
             cumulative_reward=ep.cumulative_reward,
             success=bool(last and last["binary"] == 1.0),
@@ -301,7 +319,9 @@ def _matching_drift(ep: Episode, action: Action) -> DriftEvent | None:
     return None
 
 
-def _track_progress(state: dict[str, Any], tool: str, endpoint: str, params: dict[str, Any], body: Any) -> None:
+def _track_progress(
+    state: dict[str, Any], tool: str, endpoint: str, params: dict[str, Any], body: Any
+) -> None:
     """Progress flags from a successful call (spec 7): values come from the request params,
     except calendar attendees, which come from the response body. Flags never revert."""
     if tool == "mail" and endpoint in SEND_ENDPOINTS:
@@ -391,5 +411,3 @@ def _drift_scores(ep: Episode) -> tuple[float, float]:
     if fired == 0:
         return 0.0, 0.0
     return detected / fired, (adapted / opportunities if opportunities else 0.0)
-
-

@@ -89,7 +89,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                 attendees=["priya@company.com", "alex@company.com"],
             ),
             _report("calendar", "field_rename", "create_event renamed attendees to participants"),
-            _call("calendar", "list_events", date_from="2026-04-27T00:00:00Z", date_to="2026-04-27T23:59:59Z"),
+            _call(
+                "calendar", "list_events", date_from="2026-04-27T00:00:00Z", date_to="2026-04-27T23:59:59Z"
+            ),
             _complete("Sent Priya's welcome email and scheduled New Hire Orientation with Alex."),
         ),
     },
@@ -161,7 +163,11 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "max_steps": 12,
         "token_budget": 6000,
         "tools": ("mail", "calendar", "crm"),
-        "seed_data": {"mail": {"messages": []}, "calendar": {"events": []}, "crm": {"contacts": [_ALICE, _BOB]}},
+        "seed_data": {
+            "mail": {"messages": []},
+            "calendar": {"events": []},
+            "crm": {"contacts": [_ALICE, _BOB]},
+        },
         "description": (
             "A VIP customer at bob@customer.com has escalated: their subscription is about to lapse. Look them "
             "up in CRM, update their status to 'vip_escalation', send them a personalized retention email "
@@ -207,8 +213,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
             ),
             _report("crm", "field_rename", "customer_email was renamed to email_address"),
             _report("calendar", "field_rename", "create_event renamed attendees to participants"),
-            _call("calendar", "list_events", date_from="2026-04-24T00:00:00Z", date_to="2026-04-24T23:59:59Z"),
-            _complete("Escalated Bob Taylor (Globex Industries), sent the retention email, booked the check-in."),
+            _call(
+                "calendar", "list_events", date_from="2026-04-24T00:00:00Z", date_to="2026-04-24T23:59:59Z"
+            ),
+            _complete(
+                "Escalated Bob Taylor (Globex Industries), sent the retention email, booked the check-in."
+            ),
         ),
     },
     "M2_weekly_report": {
@@ -221,12 +231,27 @@ SCENARIOS: dict[str, dict[str, Any]] = {
             "calendar": {"events": []},
             "crm": {
                 "contacts": [
-                    {"contact_id": "c_1", "customer_email": "x@co.com", "name": "X Person", "company": "Co",
-                     "status": "active"},
-                    {"contact_id": "c_2", "customer_email": "y@co.com", "name": "Y Person", "company": "Co",
-                     "status": "active"},
-                    {"contact_id": "c_3", "customer_email": "z@co.com", "name": "Z Person", "company": "Co",
-                     "status": "inactive"},
+                    {
+                        "contact_id": "c_1",
+                        "customer_email": "x@co.com",
+                        "name": "X Person",
+                        "company": "Co",
+                        "status": "active",
+                    },
+                    {
+                        "contact_id": "c_2",
+                        "customer_email": "y@co.com",
+                        "name": "Y Person",
+                        "company": "Co",
+                        "status": "active",
+                    },
+                    {
+                        "contact_id": "c_3",
+                        "customer_email": "z@co.com",
+                        "name": "Z Person",
+                        "company": "Co",
+                        "status": "inactive",
+                    },
                 ]
             },
         },
@@ -283,10 +308,22 @@ SCENARIOS: dict[str, dict[str, Any]] = {
             "mail": {"messages": []},
             "calendar": {
                 "events": [
-                    {"event_id": "evt_1", "title": "Old Planning Sync", "start": "2026-04-20T10:00:00Z",
-                     "end": "2026-04-20T11:00:00Z", "attendees": ["alex@company.com"], "status": "confirmed"},
-                    {"event_id": "evt_2", "title": "Cancelled Kickoff", "start": "2026-04-21T14:00:00Z",
-                     "end": "2026-04-21T15:00:00Z", "attendees": ["alex@company.com"], "status": "confirmed"},
+                    {
+                        "event_id": "evt_1",
+                        "title": "Old Planning Sync",
+                        "start": "2026-04-20T10:00:00Z",
+                        "end": "2026-04-20T11:00:00Z",
+                        "attendees": ["alex@company.com"],
+                        "status": "confirmed",
+                    },
+                    {
+                        "event_id": "evt_2",
+                        "title": "Cancelled Kickoff",
+                        "start": "2026-04-21T14:00:00Z",
+                        "end": "2026-04-21T15:00:00Z",
+                        "attendees": ["alex@company.com"],
+                        "status": "confirmed",
+                    },
                 ]
             },
         },
@@ -303,7 +340,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
             "Notification email sent with 'Calendar Updated' in subject",
         ),
         "drift_plan": (
-            DriftSpec("calendar", "tool_removal", 2, "delete_event", {"fallback": "update_event status=cancelled"}),
+            DriftSpec(
+                "calendar", "tool_removal", 2, "delete_event", {"fallback": "update_event status=cancelled"}
+            ),
             DriftSpec("calendar", "field_rename", 5, "create_event", _ATTENDEES_RENAME),
         ),
         "ground_truth": {

@@ -1,0 +1,78 @@
+"""The `schemashift` command. Each verb is a module in `schemashift.cli.verbs`, found by listing.
+
+A verb module defines NAME (str), HELP (one line), add_arguments(parser) and run(args) -> int,
+and imports heavy dependencies inside `run` only, so `schemashift --help` stays fast. Adding a
+verb means adding a module; nothing here changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+import schemashift
+
+VERB_ATTRIBUTES = ("NAME", "HELP", "add_arguments", "run")
+INTERRUPTED = 130
+
+
+class CliError(Exception):
+    """A failure to report to the user as `schemashift <verb>: error: <message>` (exit status 2)."""
+
+
+def discover_verbs(package: ModuleType | None = None) -> dict[str, ModuleType]:
+    """Verb name -> module for every public module of `package` (default: schemashift.cli.verbs).
+
+    A module that lacks part of the verb interface, or a NAME used twice, is a programming error
+    and raises TypeError naming the module.
+    """
+    if package is None:
+        from schemashift.cli import verbs as package
+    found: dict[str, ModuleType] = {}
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda info: info.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        missing = [attr for attr in VERB_ATTRIBUTES if not hasattr(module, attr)]
+        if missing:
+            raise TypeError(f"verb module {module.__name__} lacks {', '.join(missing)}")
+        if module.NAME in found:
+            first = found[module.NAME].__name__
+            raise TypeError(f"verb {module.NAME!r} is defined by both {first} and {module.__name__}")
+        found[module.NAME] = module
+    return found
+
+
+def build_parser(verbs: dict[str, ModuleType]) -> argparse.ArgumentParser:
+    summary = (schemashift.__doc__ or "").partition("\n")[0]
+    parser = argparse.ArgumentParser(prog="schemashift", description=summary)
+    parser.add_argument("--version", action="version", version=f"schemashift {schemashift.__version__}")
+    sub = parser.add_subparsers(title="verbs", dest="verb", metavar="VERB", required=True)
+    for name in sorted(verbs):
+        module = verbs[name]
+        verb_parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(verb_parser)
+        verb_parser.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse `argv` (default: sys.argv[1:]), run the verb and return the exit status."""
+    parser = build_parser(discover_verbs())
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version and usage errors
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 2)
+    try:
+        return args._run(args)
+    except CliError as exc:
+        print(f"schemashift {args.verb}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"schemashift {args.verb}: interrupted", file=sys.stderr)
+        return INTERRUPTED

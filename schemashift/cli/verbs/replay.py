@@ -1,0 +1,110 @@
+"""`schemashift replay`: score an action file, or re-score a stored trajectory, step by step."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "replay"
+HELP = "replay actions (JSON lines) or a stored trajectory and print the per-step scores as JSON"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ruleset", default=None, help="ruleset (default: legacy, or the trajectory's own)")
+    parser.add_argument(
+        "--scenario", default=None, help="scenario id (with --actions; selects with --trajectory)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="seed (default 0 with --actions; selects with --trajectory)"
+    )
+    parser.add_argument(
+        "--sample-index", type=int, default=None, help="selects the sample in a trajectory file"
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--actions", help="file of JSON lines, one action per line ('-' for stdin)")
+    source.add_argument("--trajectory", help="trajectories.jsonl(.gz) file written by run")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    from schemashift.cli import CliError
+    from schemashift.env.ruleset import UnknownScenario
+    from schemashift.env.rulesets import UnknownRuleset
+    from schemashift.rollout.replay import ReplayError, replay, trajectory_actions
+
+    tokens = None
+    if args.actions is not None:
+        if args.scenario is None:
+            raise CliError("--scenario is required with --actions")
+        ruleset, scenario, seed = args.ruleset or "legacy", args.scenario, args.seed or 0
+        actions = _read_action_lines(args.actions)
+    else:
+        trajectory = _select_trajectory(args)
+        ruleset, scenario, seed = trajectory["ruleset"], trajectory["scenario"], trajectory["seed"]
+        if args.ruleset is not None and args.ruleset != ruleset:
+            raise CliError(f"the trajectory was played under ruleset {ruleset!r}, not {args.ruleset!r}")
+        actions, tokens = trajectory_actions(trajectory)
+    try:
+        result = replay(ruleset, scenario, seed, actions, tokens)
+    except (UnknownRuleset, UnknownScenario, ReplayError) as exc:
+        raise CliError(str(exc)) from None
+    json.dump(result, sys.stdout, ensure_ascii=False)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _read_action_lines(path: str) -> list:
+    import json
+    import sys
+
+    from schemashift.cli import CliError
+
+    try:
+        handle = sys.stdin if path == "-" else open(path, encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror}") from None
+    actions = []
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                actions.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise CliError(
+                    f"{path} line {number}: malformed JSON ({exc.msg} at column {exc.colno})"
+                ) from None
+    return actions
+
+
+def _select_trajectory(args: argparse.Namespace) -> dict:
+    from schemashift.cli import CliError
+    from schemashift.rollout.io import read_jsonl
+
+    wanted = {"scenario": args.scenario, "seed": args.seed, "sample_index": args.sample_index}
+    try:
+        matches = [
+            t
+            for t in read_jsonl(args.trajectory)
+            if all(value is None or t.get(key) == value for key, value in wanted.items())
+        ]
+    except OSError as exc:
+        raise CliError(f"cannot read {args.trajectory}: {exc}") from None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if not matches:
+        raise CliError(f"no trajectory in {args.trajectory} matches {_describe(wanted)}")
+    if len(matches) > 1:
+        raise CliError(
+            f"{len(matches)} trajectories in {args.trajectory} match {_describe(wanted)}; "
+            "select one with --scenario, --seed and --sample-index"
+        )
+    if matches[0].get("status") != "graded":
+        raise CliError("the selected trajectory is an infra_error episode with no steps to replay")
+    return matches[0]
+
+
+def _describe(wanted: dict) -> str:
+    given = {k: v for k, v in wanted.items() if v is not None}
+    return ", ".join(f"{k}={v}" for k, v in given.items()) or "(no filter)"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Create the repository's .venv if it is missing and install schemashift with its dev extras.
+# Idempotent and quiet: the install runs again only when pyproject.toml changed since the last
+# successful one, so scripts can call this on every invocation.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+python="${PYTHON:-python3}"
+stamp=.venv/.bootstrap-stamp
+
+if [[ ! -x .venv/bin/python ]]; then
+    "$python" -m venv .venv
+fi
+
+wanted="$(.venv/bin/python -c 'import hashlib; print(hashlib.sha256(open("pyproject.toml", "rb").read()).hexdigest())')"
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted" ]]; then
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+    printf '%s\n' "$wanted" > "$stamp"
+fi
