@@ -105,12 +105,13 @@ def load_action_json(text: str | bytes) -> Any:
 
 def parse_action(data: Any, tools: Collection[str], drift_kinds: Collection[str]) -> Action:
     """Validate an action given as a dict (or JSON text) against the ruleset's vocabulary."""
-    if isinstance(data, Action):
-        return data
-    if isinstance(data, (str, bytes)):
-        data = load_action_json(data)
-    if not isinstance(data, dict):
-        raise InvalidAction(f"an action must be a JSON object, got {type(data).__name__}")
+    if type(data) is not dict:
+        if isinstance(data, Action):
+            return data
+        if isinstance(data, (str, bytes)):
+            data = load_action_json(data)
+        if not isinstance(data, dict):
+            raise InvalidAction(f"an action must be a JSON object, got {type(data).__name__}")
     kind = data.get("type")
     key = SUBOBJECT.get(kind) if isinstance(kind, str) else None
     if key is None:
@@ -152,8 +153,11 @@ def _tool(key: str, sub: dict[str, Any], tools: Collection[str]) -> str:
 
 
 def _parse_call(key, sub, tools, drift_kinds) -> Action:
-    sub = _object(key, sub)
-    tool = _tool(key, sub, tools)
+    if not isinstance(sub, dict):
+        _object(key, sub)
+    tool = sub.get("tool")
+    if not isinstance(tool, str) or tool not in tools:
+        _tool(key, sub, tools)
     endpoint = sub.get("endpoint")
     if not isinstance(endpoint, str):
         _string(key, sub, "endpoint")
@@ -165,7 +169,7 @@ def _parse_call(key, sub, tools, drift_kinds) -> Action:
     elif not isinstance(params, dict):
         raise InvalidAction(f"'{key}.params' must be an object, got {type(params).__name__}")
     kind = CALL_TOOL if key == "tool_call" else RETRY_WITH_VARIANT
-    return Action(kind, True, sub, tool=tool, endpoint=endpoint, params=params)
+    return Action(kind, True, sub, tool, endpoint, params)
 
 
 def _parse_inspect(key, sub, tools, drift_kinds) -> Action:

@@ -25,6 +25,9 @@ class Environment:
     def __init__(self, ruleset: str | Ruleset = "legacy") -> None:
         self.ruleset: Ruleset = get_ruleset(ruleset) if isinstance(ruleset, str) else ruleset
         self.episode: Episode | None = None
+        # Set lookups for validating every action.
+        self._tool_names = frozenset(self.ruleset.tool_names)
+        self._drift_kinds = frozenset(self.ruleset.drift_kinds)
 
     def reset(self, scenario: str, seed: int = 0, *, episode_id: str | None = None) -> dict[str, Any]:
         if isinstance(seed, bool) or not isinstance(seed, int):
@@ -34,8 +37,7 @@ class Environment:
 
     def parse(self, action: Any) -> Action:
         """Validate an action against the ruleset's vocabulary (raises InvalidAction)."""
-        rs = self.ruleset
-        return parse_action(action, rs.tool_names, rs.drift_kinds)
+        return parse_action(action, self._tool_names, self._drift_kinds)
 
     def step(self, action: Any, tokens_used: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
         """Apply one action (dict, JSON text or Action); returns (observation, reward breakdown).
@@ -55,7 +57,7 @@ class Environment:
         rs = self.ruleset
         invalid: InvalidAction | None = None
         try:
-            parsed: Action | None = parse_action(action, rs.tool_names, rs.drift_kinds)
+            parsed: Action | None = parse_action(action, self._tool_names, self._drift_kinds)
         except InvalidAction as exc:
             if not rs.invalid_actions_consume_step:
                 raise

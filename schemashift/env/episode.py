@@ -90,7 +90,7 @@ class DriftEvent:
         self.fired_step: int | None = None
         self.detected = False
         self.reported_step: int | None = None
-        # Rulesets may cache the first post-drift call that scores adaptation here.
+        # The step record of the first post-drift call that scores adaptation, once there is one.
         self.opportunity: dict[str, Any] | None = None
 
 

@@ -89,7 +89,14 @@ class Tool:
         self._templates = templates
         # Copy-on-write: endpoints share the class's baseline schemas until drift changes them.
         self.schemas: dict[str, EndpointSchema] = dict(templates)
-        self.handlers: dict[str, Handler] = self.baseline_handlers()
+        handlers = _HANDLER_TABLES.get(cls)
+        if handlers is None:
+            # baseline_handlers() returns bound methods; keep their functions once per class.
+            handlers = _HANDLER_TABLES[cls] = {
+                name: h.__func__ for name, h in self.baseline_handlers().items()
+            }
+        # Shared with every tool of the class until drift adds or removes an endpoint.
+        self.handlers: dict[str, Callable[[Tool, dict[str, Any]], Response]] = handlers
         self.revision = 0
         # Every fresh tool of a class starts from the same schemas, so they share one view.
         self._schema_view: dict[str, dict[str, Any]] | None = _BASELINE_VIEWS[cls]
@@ -101,12 +108,14 @@ class Tool:
         raise NotImplementedError
 
     def baseline_handlers(self) -> dict[str, Handler]:
+        """Endpoint -> bound method serving it; read once per class."""
         raise NotImplementedError
 
     def load(self, seed_data: dict[str, Any]) -> None:
         """Populate the tool's state from the scenario's seed data (shared: copy what you keep)."""
 
     def drift_handlers(self) -> dict[tuple[str, str | None], Callable[[dict[str, Any]], None]]:
+        """(kind, endpoint or None) -> bound method applying that drift; read once per class."""
         return {}
 
     # -- behaviour ------------------------------------------------------------------------------
@@ -126,15 +135,19 @@ class Tool:
         handler = self.handlers.get(endpoint)
         if handler is None:
             return fail(501, f"Endpoint '{endpoint}' has no implementation on {self.name}.")
-        return handler(params)
+        return handler(self, params)
 
     def apply_drift(self, kind: str, endpoint: str | None, details: dict[str, Any]) -> None:
-        handler = self.drift_handlers().get((kind, endpoint))
+        table = _DRIFT_TABLES.get(type(self))
+        if table is None:
+            # drift_handlers() returns bound methods; keep their functions once per class.
+            table = _DRIFT_TABLES[type(self)] = {key: h.__func__ for key, h in self.drift_handlers().items()}
+        handler = table.get((kind, endpoint))
         if handler is None:
             raise UnsupportedDrift(
                 f"{self.name} has no drift handler for kind={kind!r} endpoint={endpoint!r}"
             )
-        handler(details)
+        handler(self, details)
         self.changed()
 
     def changed(self) -> None:
@@ -168,11 +181,17 @@ class Tool:
 
     def remove_endpoint(self, endpoint: str) -> None:
         self.schemas.pop(endpoint, None)
-        self.handlers.pop(endpoint, None)
+        self._own_handlers().pop(endpoint, None)
 
     def add_endpoint(self, schema: EndpointSchema, handler: Handler) -> None:
+        """Serve `schema` with `handler`, a bound method of this tool."""
         self.schemas[schema.name] = schema
-        self.handlers[schema.name] = handler
+        self._own_handlers()[schema.name] = handler.__func__
+
+    def _own_handlers(self) -> dict[str, Callable[[Tool, dict[str, Any]], Response]]:
+        if self.handlers is _HANDLER_TABLES[type(self)]:
+            self.handlers = dict(self.handlers)
+        return self.handlers
 
     def baseline_schema(self, endpoint: str, name: str | None = None) -> EndpointSchema:
         """A private copy of the endpoint's schema as it was before any drift (optionally renamed)."""
@@ -182,3 +201,5 @@ class Tool:
 #: per tool class: its baseline schemas (never mutated; tools work on copies) and their view
 _TEMPLATES: dict[type[Tool], dict[str, EndpointSchema]] = {}
 _BASELINE_VIEWS: dict[type[Tool], dict[str, dict[str, Any]]] = {}
+_HANDLER_TABLES: dict[type[Tool], dict[str, Callable[[Tool, dict[str, Any]], Response]]] = {}
+_DRIFT_TABLES: dict[type[Tool], dict[tuple[str, str | None], Callable[[Tool, dict[str, Any]], None]]] = {}

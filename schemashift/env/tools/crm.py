@@ -99,7 +99,7 @@ class CrmTool(Tool):
         self.calls += 1
         if self.rate_limit_active and self.calls > self.rate_limit:
             return fail(429, "Rate limit exceeded")
-        return super().call(endpoint, params)
+        return Tool.call(self, endpoint, params)
 
     # -- representation ------------------------------------------------------------------------
     def _project(self, contact: dict[str, Any]) -> dict[str, Any]:

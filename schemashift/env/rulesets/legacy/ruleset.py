@@ -29,13 +29,14 @@ CORRECT_REPORT = 0.15
 RETRY_AFTER_FAILURE = 0.20
 REPEATED_FAILED_CALL = -0.05
 
-#: subject keyword -> progress flag set when a sent mail's subject contains it (sticky)
+#: (subject keyword, progress flag set when a sent mail's subject contains it; sticky)
 SUBJECT_FLAGS = (
-    (("welcome",), "mail.last_subject_contains_welcome"),
-    (("all-hands", "all hands"), "mail.last_subject_contains_allhands"),
-    (("priority support",), "mail.last_subject_contains_priority_support"),
-    (("weekly",), "mail.last_subject_contains_weekly"),
-    (("calendar updated",), "mail.last_subject_contains_calendar_updated"),
+    ("welcome", "mail.last_subject_contains_welcome"),
+    ("all-hands", "mail.last_subject_contains_allhands"),
+    ("all hands", "mail.last_subject_contains_allhands"),
+    ("priority support", "mail.last_subject_contains_priority_support"),
+    ("weekly", "mail.last_subject_contains_weekly"),
+    ("calendar updated", "mail.last_subject_contains_calendar_updated"),
 )
 ALL_HANDS_RECIPIENTS = frozenset({"alex@company.com", "jordan@company.com", "sam@company.com"})
 #: attendee pairs that set a calendar flag; the original shares one key between two pairs
@@ -119,6 +120,7 @@ class LegacyRuleset(Ruleset):
         ep.extra["visible_drifts"] = []
         ep.extra["completion"] = None
         ep.extra["known_state"] = None
+        ep.extra["drift_tally"] = DriftTally(ep)
         return ep
 
     def solution(self, task: Task) -> list[dict[str, Any]]:
@@ -186,6 +188,7 @@ class LegacyRuleset(Ruleset):
             if drift is not None:
                 drift.detected = True
                 drift.reported_step = ep.step
+                ep.extra["drift_tally"].detected += 1
                 spec = drift.spec
                 ep.extra["visible_drifts"] = [
                     *ep.extra["visible_drifts"],
@@ -204,7 +207,9 @@ class LegacyRuleset(Ruleset):
         self, ep: Episode, action: Action | None, response: Response | None, pre: float
     ) -> dict[str, Any]:
         completion, all_met = _completion(ep)
-        drift_detection, adaptation = _drift_scores(ep)
+        tally = ep.extra["drift_tally"]
+        tally.update(ep, action, response)
+        drift_detection, adaptation = tally.scores()
         task = ep.task
         efficiency = 0.5 * max(0.0, 1.0 - ep.step / task.max_steps) + 0.5 * (
             ep.tokens_remaining / max(1, task.token_budget)
@@ -254,22 +259,18 @@ class LegacyRuleset(Ruleset):
         observation = ep.extra["observation_base"].copy()
         observation["step"] = ep.step
         observation["token_budget_remaining"] = ep.tokens_remaining
-        observation["tool_schemas"] = self.documentation(ep)
-        observation["known_state"] = self._known_state(ep)
+        observation["tool_schemas"] = ep.docs if ep.docs is not None else self.documentation(ep)
+        known = ep.extra["known_state"]
+        if known is None:
+            # The agent state changed since the last observation: snapshot it again.
+            known = ep.extra["known_state"] = dict(ep.agent_state)
+        observation["known_state"] = known
         observation["history"] = ep.visible_history[-HISTORY_WINDOW:]
         observation["last_response"] = ep.history[-1]["response"] if ep.history else None
         observation["drift_events_visible"] = ep.extra["visible_drifts"]
         observation["done"] = ep.done
         observation["feedback"] = feedback
         return observation
-
-    @staticmethod
-    def _known_state(ep: Episode) -> dict[str, Any]:
-        """A snapshot of the agent state, copied again only after the state changed."""
-        snapshot = ep.extra["known_state"]
-        if snapshot is None:
-            snapshot = ep.extra["known_state"] = dict(ep.agent_state)
-        return snapshot
 
     # -- records ----------------------------------------------------------------------------------------
     def summary(self, ep: Episode) -> dict[str, Any]:
@@ -329,8 +330,8 @@ def _track_progress(
         to = params.get("to", "")
         state["mail.last_sent_to"] = to
         subject_lc = str(params.get("subject", "")).lower()
-        for keywords, flag in SUBJECT_FLAGS:
-            if any(k in subject_lc for k in keywords):
+        for keyword, flag in SUBJECT_FLAGS:
+            if keyword in subject_lc:
                 state[flag] = True
         recipients = state.get("mail.all_recipients", [])
         if to and to not in recipients:
@@ -344,8 +345,8 @@ def _track_progress(
         people = body.get("attendees") or body.get("participants") or []
         emails = [p.get("email") if isinstance(p, dict) else p for p in people]
         state["calendar.last_event_attendees"] = emails
-        for pair, flag in ATTENDEE_PAIR_FLAGS:
-            if all(person in emails for person in pair):
+        for (first, second), flag in ATTENDEE_PAIR_FLAGS:
+            if first in emails and second in emails:
                 state[flag] = True
         title = body.get("title") or params.get("title") or ""
         if WRAP_UP_TITLE in str(title).lower():
@@ -379,35 +380,36 @@ def _completion(ep: Episode) -> tuple[float, bool]:
     return cached
 
 
-def _drift_scores(ep: Episode) -> tuple[float, float]:
-    """Detection = detected / fired; adaptation = adapted / opportunities, where the opportunity
-    of a fired drift is the first call on its tool strictly after its step (cached once found)."""
-    step = ep.step
-    fired = detected = opportunities = adapted = 0
-    for drift in ep.drifts:
-        spec = drift.spec
-        if spec.fires_at_step > step:
-            continue
-        fired += 1
-        if drift.detected:
-            detected += 1
-        chance = drift.opportunity
-        if chance is None:
-            for record in ep.history:
-                if record["step"] <= spec.fires_at_step:
-                    continue
-                action = record["action"]
-                if action["type"] not in TOOL_CALL_TYPES:
-                    continue
-                sub = action.get("tool_call") or action.get("retry")
-                if sub and sub["tool"] == spec.tool:
-                    drift.opportunity = chance = record
-                    break
-        if chance is not None:
-            opportunities += 1
-            response = chance["response"]
-            if response is not None and response["ok"]:
-                adapted += 1
-    if fired == 0:
-        return 0.0, 0.0
-    return detected / fired, (adapted / opportunities if opportunities else 0.0)
+class DriftTally:
+    """Running counts behind the detection and adaptation rubrics, updated once per step.
+
+    A drift counts as fired from the step it is planned for (`fires_at_step <= step`, whether
+    or not it was applied). Its adaptation opportunity is the first call on its tool strictly
+    after that step; `pending` holds the fired drifts still waiting for one.
+    """
+
+    __slots__ = ("fired", "detected", "opportunities", "adapted", "pending")
+
+    def __init__(self, ep: Episode) -> None:
+        self.pending = [d for d in ep.drifts if d.spec.fires_at_step <= 0]
+        self.fired = len(self.pending)
+        self.detected = self.opportunities = self.adapted = 0
+
+    def update(self, ep: Episode, action: Action, response: Response | None) -> None:
+        due = ep.drifts_by_step.get(ep.step)
+        if due:
+            self.fired += len(due)
+            self.pending.extend(due)
+        if self.pending and action.present and action.type in TOOL_CALL_TYPES:
+            for drift in list(self.pending):
+                if drift.spec.tool == action.tool and drift.spec.fires_at_step < ep.step:
+                    drift.opportunity = ep.history[-1]
+                    self.pending.remove(drift)
+                    self.opportunities += 1
+                    if response is not None and response["ok"]:
+                        self.adapted += 1
+
+    def scores(self) -> tuple[float, float]:
+        if self.fired == 0:
+            return 0.0, 0.0
+        return self.detected / self.fired, (self.adapted / self.opportunities if self.opportunities else 0.0)
