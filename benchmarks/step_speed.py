@@ -2,16 +2,36 @@
 
 The figure covers the whole loop, the agent's decision included, as the original's 86 us/step
 was measured. Target: at most 17 us per step (goal 9 us). Prints the median of several repeats.
+
+Absolute figures depend on the machine and its load, so the target is really a ratio to the
+original. `--original DIR` takes a checkout of the original SchemaShift repository (it needs
+pydantic v2, and httpx because its eval.py imports its HTTP client) and plays the same episode
+mix through the original's in-process API too: its environment class and its
+policy_aware_heuristic agent, reset(task_id, seed) / step(action, tokens_used=0). Passes of the
+two alternate within each repeat, so both see the same machine conditions, and the script
+prints both figures and the ratio original/ours.
+
+    python benchmarks/step_speed.py [--episodes 3000] [--repeats 7] [--original DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import statistics
+import sys
 import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 
 from schemashift.env import Environment
 from schemashift.policies import make_policy
+
+WARMUP_EPISODES = 300
+
+# A timed pass: plays `episodes` episodes, returns (seconds, steps).
+Pass = Callable[[int], tuple[float, int]]
 
 
 def one_pass(env: Environment, policy, scenarios: list[str], episodes: int) -> tuple[float, int]:
@@ -26,26 +46,83 @@ def one_pass(env: Environment, policy, scenarios: list[str], episodes: int) -> t
     return time.perf_counter() - started, steps
 
 
+def original_pass(checkout: Path, scenarios: list[str]) -> Pass:
+    """The same episode mix through the original's environment and agent, imported from `checkout`.
+
+    The original is a flat repository (top-level `models`, `eval`, `server/environment.py`, ...),
+    so its root goes first on sys.path.
+    """
+    sys.path.insert(0, str(checkout.resolve()))
+    env = importlib.import_module("server.environment").SchemaShiftEnvironment()
+    agent = importlib.import_module("eval").PolicyAwareHeuristicAgent()
+
+    def run(episodes: int) -> tuple[float, int]:
+        steps = 0
+        started = time.perf_counter()
+        for i in range(episodes):
+            agent.reset()
+            observation = env.reset(scenarios[i % len(scenarios)], seed=i)
+            while not observation.done:
+                observation, _ = env.step(agent.act(observation), tokens_used=0)
+                steps += 1
+        return time.perf_counter() - started, steps
+
+    return run
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--ruleset", default="legacy")
     parser.add_argument("--policy", default="policy_aware_heuristic")
     parser.add_argument("--episodes", type=int, default=3000)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--original",
+        type=Path,
+        metavar="DIR",
+        help="a checkout of the original SchemaShift repository: also time it, interleaved with ours",
+    )
     args = parser.parse_args()
     env = Environment(args.ruleset)
-    policy = make_policy(args.policy, args.ruleset)
     scenarios = env.ruleset.scenario_ids()
-    one_pass(env, policy, scenarios, 300)
-    per_step = []
-    for _ in range(args.repeats):
-        seconds, steps = one_pass(env, policy, scenarios, args.episodes)
-        per_step.append(seconds / steps * 1e6)
-    print(f"ruleset={args.ruleset} policy={args.policy} episodes/pass={args.episodes} steps/pass={steps}")
+    policy = make_policy(args.policy, args.ruleset)
+    passes: dict[str, Pass] = {"ours": partial(one_pass, env, policy, scenarios)}
+    if args.original is not None:
+        if (args.ruleset, args.policy) != ("legacy", "policy_aware_heuristic"):
+            parser.error("--original compares the legacy ruleset under policy_aware_heuristic only")
+        passes["original"] = original_pass(args.original, scenarios)
+
+    for run in passes.values():
+        run(WARMUP_EPISODES)
+    per_step: dict[str, list[float]] = {name: [] for name in passes}
+    steps: dict[str, int] = {}
+    for repeat in range(args.repeats):
+        # Alternate which one goes first, so neither always runs on the warmer (or busier) slot.
+        order = list(passes.items()) if repeat % 2 == 0 else list(reversed(passes.items()))
+        for name, run in order:
+            seconds, steps[name] = run(args.episodes)
+            per_step[name].append(seconds / steps[name] * 1e6)
+    if len(set(steps.values())) > 1:
+        sys.exit(f"the implementations played different numbers of steps per pass: {steps}")
+
     print(
-        f"us per step: median {statistics.median(per_step):.2f}  "
-        f"min {min(per_step):.2f}  max {max(per_step):.2f}"
+        f"ruleset={args.ruleset} policy={args.policy} episodes/pass={args.episodes} "
+        f"steps/pass={steps['ours']}"
     )
+    for name, figures in per_step.items():
+        label = f"{name:<9} " if len(passes) > 1 else ""
+        print(
+            f"{label}us per step: median {statistics.median(figures):.2f}  "
+            f"min {min(figures):.2f}  max {max(figures):.2f}"
+        )
+    if "original" in per_step:
+        ours, original = per_step["ours"], per_step["original"]
+        print(
+            f"ratio original/ours: medians {statistics.median(original) / statistics.median(ours):.2f}  "
+            f"mins {min(original) / min(ours):.2f}  (target >= {86 / 17:.2f}, i.e. 86/17)"
+        )
     print("target: <= 17 us/step (goal 9); the original measured about 86 us/step on this kind of machine")
 
 
