@@ -87,7 +87,8 @@ class Environment:
         ep.done = rs.is_terminal(ep, parsed)
         reward = rs.reward(ep, parsed, response, pre)
         record["reward"] = reward
-        record["feedback"] = feedback = rs.decorate_feedback(ep, feedback, fired)
+        if fired:
+            record["feedback"] = feedback = rs.decorate_feedback(ep, feedback, fired)
         ep.visible_history.append(rs.visible_step(record))
         return rs.observe(ep, feedback), reward
 

@@ -166,6 +166,7 @@ class Ruleset:
         return bool(ep.agent_state.get("catastrophe"))
 
     def decorate_feedback(self, ep: Episode, feedback: str, fired: list[DriftEvent]) -> str:
+        """The feedback of a step on which drifts fired (called only on such steps)."""
         return feedback
 
     def documentation(self, ep: Episode) -> dict[str, dict[str, Any]]:

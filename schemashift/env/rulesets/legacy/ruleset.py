@@ -206,10 +206,12 @@ class LegacyRuleset(Ruleset):
     def reward(
         self, ep: Episode, action: Action | None, response: Response | None, pre: float
     ) -> dict[str, Any]:
-        completion, all_met = _completion(ep)
-        tally = ep.extra["drift_tally"]
-        tally.update(ep, action, response)
-        drift_detection, adaptation = tally.scores()
+        extra = ep.extra
+        cached = extra["completion"]
+        if cached is None:
+            cached = extra["completion"] = _completion(ep)
+        completion, all_met = cached
+        drift_detection, adaptation = extra["drift_tally"].scores_after(ep, action, response)
         task = ep.task
         efficiency = 0.5 * max(0.0, 1.0 - ep.step / task.max_steps) + 0.5 * (
             ep.tokens_remaining / max(1, task.token_budget)
@@ -250,9 +252,7 @@ class LegacyRuleset(Ruleset):
         }
 
     def decorate_feedback(self, ep: Episode, feedback: str, fired: list[DriftEvent]) -> str:
-        if fired:
-            return f"{feedback} [DRIFT FIRED: {len(fired)} drift event(s) on step {ep.step}.]"
-        return feedback
+        return f"{feedback} [DRIFT FIRED: {len(fired)} drift event(s) on step {ep.step}.]"
 
     # -- what the agent sees (spec 2.5) ------------------------------------------------------------------
     def observe(self, ep: Episode, feedback: str) -> dict[str, Any]:
@@ -367,17 +367,14 @@ def _matches(actual: Any, expected: Any) -> bool:
 
 
 def _completion(ep: Episode) -> tuple[float, bool]:
-    """(fraction of ground-truth keys met, all met), cached until the agent state changes."""
-    cached = ep.extra["completion"]
-    if cached is None:
-        truth = ep.task.ground_truth
-        state = ep.agent_state
-        met = 0
-        for key, expected in truth.items():
-            if _matches(state.get(key), expected):
-                met += 1
-        cached = ep.extra["completion"] = (met / len(truth) if truth else 0.0, met == len(truth))
-    return cached
+    """(fraction of ground-truth keys met, all met); the caller caches it until the state changes."""
+    truth = ep.task.ground_truth
+    state = ep.agent_state
+    met = 0
+    for key, expected in truth.items():
+        if _matches(state.get(key), expected):
+            met += 1
+    return (met / len(truth) if truth else 0.0), met == len(truth)
 
 
 class DriftTally:
@@ -395,7 +392,8 @@ class DriftTally:
         self.fired = len(self.pending)
         self.detected = self.opportunities = self.adapted = 0
 
-    def update(self, ep: Episode, action: Action, response: Response | None) -> None:
+    def scores_after(self, ep: Episode, action: Action, response: Response | None) -> tuple[float, float]:
+        """(detection, adaptation) once this step's drifts and call are counted."""
         due = ep.drifts_by_step.get(ep.step)
         if due:
             self.fired += len(due)
@@ -408,8 +406,6 @@ class DriftTally:
                     self.opportunities += 1
                     if response is not None and response["ok"]:
                         self.adapted += 1
-
-    def scores(self) -> tuple[float, float]:
         if self.fired == 0:
             return 0.0, 0.0
         return self.detected / self.fired, (self.adapted / self.opportunities if self.opportunities else 0.0)
