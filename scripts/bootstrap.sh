@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create the repository's .venv if it is missing and install schemashift with its dev extras.
+# Create the repository's .venv if it is missing and install schemashift with the extras that the
+# tests and the workflow need (dev, workflow).
 # Idempotent and quiet: the install runs again only when pyproject.toml changed since the last
 # successful one, so scripts can call this on every invocation.
 set -euo pipefail
@@ -14,6 +15,6 @@ fi
 
 wanted="$(.venv/bin/python -c 'import hashlib; print(hashlib.sha256(open("pyproject.toml", "rb").read()).hexdigest())')"
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted" ]]; then
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev,workflow]"
     printf '%s\n' "$wanted" > "$stamp"
 fi

@@ -32,7 +32,8 @@ def test_light_modules_import_no_heavy_dependency() -> None:
 def test_the_check_detects_a_heavy_import() -> None:
     code = IMPORTS.replace("import json, sys", "import json, sys, pyarrow")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert json.loads(result.stdout) == ["pyarrow"]
+    # pyarrow pulls in numpy when numpy is installed (the workflow extra installs it)
+    assert "pyarrow" in json.loads(result.stdout)
 
 
 def test_import_time_benchmark_reports_its_figures() -> None:

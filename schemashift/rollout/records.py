@@ -229,7 +229,32 @@ def to_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column]) -> pa
             raise ValueError(f"row {i}: unknown column(s) {', '.join(map(repr, unknown))}")
         for column in columns:
             data[column.name].append(_check(i, column, row.get(column.name)))
-    return pa.table(data, schema=schema(columns))
+    return _without_pandas(lambda: pa.table(data, schema=schema(columns)))
+
+
+class _NoPandas:
+    """An import hook that makes `import pandas` fail while it is installed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def _without_pandas(build):
+    """pyarrow imports pandas (0.3-0.5 s) the first time it converts a Python list, only to ask
+    whether the list is a pandas object. A process that has not imported pandas (a cell job)
+    skips that import; pyarrow tries again later wherever it really needs pandas."""
+    import sys
+
+    if "pandas" in sys.modules:
+        return build()
+    blocker = _NoPandas()
+    sys.meta_path.insert(0, blocker)
+    try:
+        return build()
+    finally:
+        sys.meta_path.remove(blocker)
 
 
 def _check(i: int, column: Column, value: Any) -> Any:

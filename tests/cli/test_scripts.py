@@ -45,6 +45,9 @@ def sandbox(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     for name in [*SCRIPTS, "pyproject.toml"]:
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, repo / name)
+    # The real cluster scripts need root and apt; CI runs them for real. Here they only log.
+    for name in ("scripts/slurm-up.sh", "scripts/slurm-down.sh"):
+        (repo / name).write_text(f'#!/usr/bin/env bash\necho "{name}" >> "$FAKE_LOG"\n')
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name in ("python3", "apt-get"):
@@ -101,7 +104,7 @@ def test_bootstrap_creates_the_venv_and_installs_only_when_needed(
     assert _run(repo, env, "scripts/bootstrap.sh").returncode == 0
     installs = [line for line in _log(env) if "-m pip install" in line]
     assert _log(env)[0] == "python3 -m venv .venv"
-    assert installs == ["python -m pip install --quiet --disable-pip-version-check -e .[dev]"]
+    assert installs == ["python -m pip install --quiet --disable-pip-version-check -e .[dev,workflow]"]
 
     assert _run(repo, env, "scripts/bootstrap.sh").returncode == 0
     assert len([line for line in _log(env) if "-m pip install" in line]) == 1, "nothing changed: no reinstall"
@@ -132,26 +135,29 @@ def test_ci_run_builds_the_venv_and_fails_when_tests_fail(
     assert (result.returncode != 0) == failed, result.stderr
     log = _log(env)
     assert log.index("python3 -m venv .venv") < log.index("python -m pip install --upgrade pip")
-    assert log.index("python -m pip install --upgrade pip") < log.index("python -m pip install -e .[dev]")
-    assert log[-1] == "python -m pytest -q --durations=15"
+    install = "python -m pip install --quiet --disable-pip-version-check -e .[dev,workflow]"
+    assert log.index("python -m pip install --upgrade pip") < log.index(install)
+    assert log.index("scripts/slurm-up.sh") < log.index("python -m pytest -q --durations=15")
+    assert log[-1] == "scripts/slurm-down.sh", "the cluster is stopped however the tests end"
     assert "apt-get" not in " ".join(log), "the fake interpreter has ensurepip"
 
 
-def test_main_sh_runs_every_heuristic_policy(sandbox: tuple[Path, dict[str, str]]) -> None:
-    repo, env = sandbox
-    assert _run(repo, env, "scripts/main.sh").returncode == 0
-    runs = [line for line in _log(env) if line.startswith("schemashift ")]
-    assert runs == [
-        f"schemashift run --ruleset legacy --policy {policy} --scenarios all --seeds 0-4 "
-        f"--out results/cells/legacy/{policy}"
-        for policy in ("naive_heuristic", "policy_aware_heuristic", "oracle")
-    ]
+def _fake_snakemake(repo: Path, status: int) -> None:
+    fake = repo / ".venv/bin/snakemake"
+    fake.write_text(f'#!/usr/bin/env bash\necho "snakemake $*" >> "$FAKE_LOG"\nexit {status}\n')
+    fake.chmod(0o755)
 
 
-def test_main_sh_stops_at_the_first_failing_run(sandbox: tuple[Path, dict[str, str]]) -> None:
+def test_main_sh_runs_the_workflow_on_its_embedded_default(sandbox: tuple[Path, dict[str, str]]) -> None:
     repo, env = sandbox
     assert _run(repo, env, "scripts/bootstrap.sh").returncode == 0
-    (repo / ".venv/bin/schemashift").write_text('#!/usr/bin/env bash\necho "$*" >> "$FAKE_LOG"\nexit 3\n')
-    result = _run(repo, env, "scripts/main.sh")
-    assert result.returncode == 3
-    assert sum("--policy" in line for line in _log(env)) == 1
+    _fake_snakemake(repo, 0)
+    assert _run(repo, env, "scripts/main.sh", "-n").returncode == 0
+    assert [line for line in _log(env) if line.startswith("snakemake")] == ["snakemake --cores all -n"]
+
+
+def test_main_sh_returns_the_workflow_status(sandbox: tuple[Path, dict[str, str]]) -> None:
+    repo, env = sandbox
+    assert _run(repo, env, "scripts/bootstrap.sh").returncode == 0
+    _fake_snakemake(repo, 3)
+    assert _run(repo, env, "scripts/main.sh").returncode == 3

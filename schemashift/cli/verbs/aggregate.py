@@ -1,0 +1,70 @@
+"""`schemashift aggregate`: merge result cells into the aggregated tables (and the manifest)."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "aggregate"
+HELP = "merge the episodes and drifts of result cells into two tables, optionally with a manifest"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cells",
+        nargs="+",
+        required=True,
+        metavar="DIR",
+        help="cell directories (holding episodes.parquet and drifts.parquet) or directories above them",
+    )
+    parser.add_argument("--out-episodes", required=True, metavar="FILE", help="merged episodes Parquet file")
+    parser.add_argument("--out-drifts", required=True, metavar="FILE", help="merged drifts Parquet file")
+    parser.add_argument(
+        "--manifest", default=None, metavar="FILE", help="also write this manifest (JSON) of what ran"
+    )
+    parser.add_argument(
+        "--expected",
+        default=None,
+        metavar="FILE",
+        help="JSON list of the expected cells: objects with ruleset, policy, scenario, seed, sample_index",
+    )
+    parser.add_argument("--config-hash", default=None, help="config digest to record in the manifest")
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    from schemashift.cli import CliError
+    from schemashift.report import ReportError, aggregate
+    from schemashift.report.load import read_expected_cells
+
+    try:
+        expected = read_expected_cells(args.expected) if args.expected is not None else None
+        merged = aggregate.merge(args.cells, exclude=[args.out_episodes, args.out_drifts])
+        manifest = aggregate.write(
+            merged, args.out_episodes, args.out_drifts, args.manifest, expected, args.config_hash
+        )
+    except ReportError as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"cannot write the aggregated tables: {exc}") from None
+    statuses = merged.episodes.column("status").to_pylist()
+    print(
+        f"aggregated {merged.episodes.num_rows} episodes ({statuses.count('graded')} graded, "
+        f"{statuses.count('infra_error')} infra_error) and {merged.drifts.num_rows} drift rows "
+        f"from {len(merged.cells)} cell directories -> {args.out_episodes}, {args.out_drifts}"
+    )
+    cells = manifest["cells"] if manifest else aggregate.cell_statuses(merged.episodes, expected)
+    counts = aggregate.count_statuses(cells)
+    if expected is not None:
+        print(
+            f"expected cells: {counts['graded']} graded, {counts['infra_error']} infra_error, "
+            f"{counts['missing']} missing"
+        )
+        for cell in cells:
+            if cell["status"] == "missing":
+                print(
+                    f"schemashift aggregate: missing cell {cell['ruleset']}/{cell['policy']}/"
+                    f"{cell['scenario']} seed {cell['seed']} sample {cell['sample_index']}",
+                    file=sys.stderr,
+                )
+    return 0

@@ -1,0 +1,93 @@
+"""`schemashift report tables|figures|html`: the summary tables, the figures and the HTML report.
+
+Each part is its own command so that a workflow reruns only the part whose code or inputs changed;
+`html` assembles what `tables` and `figures` wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "report"
+HELP = "write the summary tables, the figures or the HTML report from aggregated results"
+
+PARTS = {
+    "tables": "per ruleset, policy x scenario tables of mean score and success rate (CSV and Markdown)",
+    "figures": "per ruleset, bar charts of mean score and success rate with intervals (PNG and PDF)",
+    "html": "a self-contained report.html: what ran, the tables and the figures",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parts = parser.add_subparsers(title="parts", dest="part", metavar="PART", required=True)
+    for name, help_text in PARTS.items():
+        part = parts.add_parser(name, help=help_text, description=help_text)
+        part.add_argument(
+            "--episodes", required=True, metavar="FILE", help="aggregated episodes Parquet file"
+        )
+        part.add_argument("--drifts", default=None, metavar="FILE", help="aggregated drifts Parquet file")
+        part.add_argument(
+            "--training-metrics", default=None, metavar="FILE", help="training metrics Parquet file"
+        )
+        part.add_argument(
+            "--manifest",
+            default=None,
+            metavar="FILE",
+            help="manifest.json written by `schemashift aggregate`",
+        )
+        part.add_argument("--out", required=True, metavar="DIR", help="output directory")
+        if name in ("tables", "figures"):
+            part.add_argument(
+                "--bootstrap-samples",
+                type=int,
+                default=2000,
+                metavar="B",
+                help="bootstrap resamples per interval (default: %(default)s)",
+            )
+            part.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
+        if name == "html":
+            part.add_argument(
+                "--tables", required=True, metavar="DIR", help="directory `report tables` wrote"
+            )
+            part.add_argument(
+                "--figures", required=True, metavar="DIR", help="directory `report figures` wrote"
+            )
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from schemashift.cli import CliError
+    from schemashift.report import ReportError, load
+
+    if getattr(args, "bootstrap_samples", 1) < 1:
+        raise CliError(f"--bootstrap-samples must be at least 1, got {args.bootstrap_samples}")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CliError(f"--out {args.out} exists and is not a directory")
+    try:
+        episodes = load.episodes_frame(args.episodes)
+        manifest = load.read_json(args.manifest, "manifest") if args.manifest else None
+        if args.part == "tables":
+            from schemashift.report import stats, tables
+
+            drifts = load.drifts_frame(args.drifts) if args.drifts else None
+            summaries = stats.summarize(episodes, manifest, args.bootstrap_samples, args.seed)
+            written = [str(p) for p in tables.write(summaries, out, drifts)]
+        elif args.part == "figures":
+            from schemashift.report import figures, stats
+
+            training = load.training_frame(args.training_metrics) if args.training_metrics else None
+            summaries = stats.summarize(episodes, manifest, args.bootstrap_samples, args.seed)
+            index = figures.write(summaries, out, training)
+            written = [str(out / f"{e['stem']}.{fmt}") for e in index for fmt in figures.FORMATS]
+        else:
+            from schemashift.report import html
+
+            written = [str(html.write(episodes, manifest, args.tables, args.figures, out))]
+    except ReportError as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"cannot write the {args.part}: {exc}") from None
+    print(f"report {args.part}: wrote {len(written)} file(s) to {args.out}")
+    return 0

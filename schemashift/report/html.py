@@ -1,0 +1,290 @@
+"""`schemashift report html`: one self-contained page (`report.html`) from the tables and figures.
+
+The page opens with what ran (rulesets, policies, scenarios, seeds, counts, coverage and the
+provenance from the manifest), then shows the tables written by `report tables` and the figures
+written by `report figures`, embedded as base64 PNG. It references nothing outside itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from schemashift.report import ReportError
+from schemashift.report.figures import INDEX_FILE
+from schemashift.report.load import coverage, coverage_text, manifest_cells, read_json, report_policies
+from schemashift.report.stats import METRICS
+from schemashift.report.tables import (
+    DRIFT_NOTE,
+    DRIFTS_SUFFIX,
+    NOTE,
+    SUMMARY_SUFFIX,
+    drift_grid,
+    grid,
+    read_drifts_csv,
+    read_summary_csv,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+REPORT_FILE = "report.html"
+LISTED_CELLS = 50  # missing or failed cells listed by name before "and N more"
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 1200px;
+       padding: 0 1rem; color: #222; line-height: 1.45; }
+h1, h2, h3, h4 { line-height: 1.2; }
+table { border-collapse: collapse; margin: 0.5rem 0 1.25rem; font-size: 0.9rem; }
+th, td { border: 1px solid #ccc; padding: 0.3rem 0.55rem; vertical-align: top; }
+th { background: #f2f2f2; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.note { color: #555; font-size: 0.9rem; max-width: 60rem; }
+.scroll { overflow-x: auto; }
+figure { margin: 1.5rem 0; }
+figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { color: #444; font-size: 0.9rem; max-width: 60rem; }
+code { font-size: 0.9em; }
+"""
+
+
+def render(
+    episodes: pd.DataFrame,
+    manifest: Mapping[str, Any] | None,
+    tables_dir: str | Path,
+    figures_dir: str | Path,
+) -> str:
+    rulesets = sorted(set(episodes["ruleset"]) | {c["ruleset"] for c in manifest_cells(manifest)})
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        "<title>SchemaShift report</title>",
+        f"<style>{STYLE}</style>",
+        "</head>",
+        "<body>",
+        "<h1>SchemaShift report</h1>",
+        *what_ran(episodes, manifest, rulesets),
+        *tables_section(Path(tables_dir), rulesets),
+        *figures_section(Path(figures_dir)),
+        "</body>",
+        "</html>",
+        "",
+    ]
+    return "\n".join(parts)
+
+
+def write(
+    episodes: pd.DataFrame,
+    manifest: Mapping[str, Any] | None,
+    tables_dir: str | Path,
+    figures_dir: str | Path,
+    out_dir: str | Path,
+) -> Path:
+    from schemashift.rollout import io
+
+    text = render(episodes, manifest, tables_dir, figures_dir)
+    path = Path(out_dir) / REPORT_FILE
+    io.atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+    return path
+
+
+# -- what ran ---------------------------------------------------------------------------------------
+
+
+def what_ran(
+    episodes: pd.DataFrame, manifest: Mapping[str, Any] | None, rulesets: Sequence[str]
+) -> list[str]:
+    out = ["<h2>What ran</h2>"]
+    header = ["ruleset", "policies", "scenarios", "seeds", "samples", "graded", "infra_error", "coverage"]
+    body = []
+    for ruleset in rulesets:
+        rows = episodes[episodes["ruleset"] == ruleset]
+        expected = [c for c in manifest_cells(manifest) if c["ruleset"] == ruleset]
+        cov = coverage(episodes, manifest, ruleset)
+        policies = report_policies(rows, expected)
+        scenarios = sorted(set(rows["scenario"]) | {c["scenario"] for c in expected})
+        seeds = {int(s) for s in rows["seed"].dropna()} | {c["seed"] for c in expected}
+        samples = {int(s) for s in rows["sample_index"].dropna()} | {c["sample_index"] for c in expected}
+        body.append(
+            [
+                _text(ruleset),
+                _text(", ".join(policies)),
+                _text(", ".join(scenarios)),
+                _text(ranges(seeds)),
+                _num(len(samples) or "\u2014"),
+                _num(cov["graded"]),
+                _num(cov["infra_error"]),
+                _text(coverage_text(cov)),
+            ]
+        )
+    out.append(_table(header, body))
+    out += coverage_section(manifest)
+    out += provenance_section(episodes, manifest)
+    return out
+
+
+def coverage_section(manifest: Mapping[str, Any] | None) -> list[str]:
+    if not manifest:
+        return [
+            "<h3>Coverage</h3>",
+            '<p class="note">No manifest was given: the expected and missing cells are unknown.</p>',
+        ]
+    counts = manifest.get("counts") or {}
+    cells = manifest_cells(manifest)
+    out = [
+        "<h3>Coverage</h3>",
+        f"<p>{len(cells)} expected cells: {counts.get('graded', 0)} graded, "
+        f"{counts.get('infra_error', 0)} infra_error, {counts.get('missing', 0)} missing.</p>",
+    ]
+    for status in ("missing", "infra_error"):
+        listed = [c for c in cells if c.get("status") == status]
+        if not listed:
+            continue
+        names = [
+            f"{c['ruleset']} / {c['policy']} / {c['scenario']} / seed {c['seed']} / "
+            f"sample {c['sample_index']}"
+            for c in listed[:LISTED_CELLS]
+        ]
+        more = len(listed) - len(names)
+        items = "".join(f"<li>{html.escape(n)}</li>" for n in names)
+        if more:
+            items += f"<li>and {more} more</li>"
+        out.append(f"<p>{status} cells:</p><ul>{items}</ul>")
+    return out
+
+
+def provenance_section(episodes: pd.DataFrame, manifest: Mapping[str, Any] | None) -> list[str]:
+    out = ["<h3>Provenance</h3>"]
+    rows: list[tuple[str, str]] = []
+    if manifest:
+        dirty = manifest.get("git_dirty")
+        rows += [
+            ("schemashift version", _str(manifest.get("schemashift_version"))),
+            ("record schema version", _str(manifest.get("record_schema_version"))),
+            ("git commit (aggregate)", _str(manifest.get("git_sha"))),
+            (
+                "uncommitted changes",
+                "unknown" if dirty is None else ("yes (dirty)" if dirty else "no (clean)"),
+            ),
+            ("config hash", _str(manifest.get("config_hash"))),
+            ("python", _str(manifest.get("python"))),
+            (
+                "packages",
+                ", ".join(f"{k} {v}" for k, v in sorted((manifest.get("packages") or {}).items()))
+                or "unknown",
+            ),
+            ("container image", _image(manifest.get("image"))),
+        ]
+    else:
+        out.append('<p class="note">No manifest was given; what follows comes from the episode rows.</p>')
+    for column, title in (
+        ("git_sha", "git commits of the rows"),
+        ("config_hash", "config hashes of the rows"),
+        ("env_version", "schemashift versions of the rows"),
+        ("ruleset_version", "ruleset versions of the rows"),
+    ):
+        values = sorted({str(v) for v in episodes[column].dropna()})
+        rows.append((title, ", ".join(values) if values else "unknown"))
+    out.append(_table(["", ""], [[_text(k), _text(v)] for k, v in rows], header_row=False))
+    return out
+
+
+def _image(image: Any) -> str:
+    if image is None:
+        return "none recorded"
+    if isinstance(image, Mapping):
+        return ", ".join(f"{k}: {v}" for k, v in sorted(image.items()))
+    return str(image)
+
+
+def _str(value: Any) -> str:
+    return "unknown" if value is None else str(value)
+
+
+def ranges(values: Iterable[int]) -> str:
+    """`{0, 1, 2, 4}` -> `0-2, 4`."""
+    values = sorted(set(values))
+    if not values:
+        return "\u2014"
+    spans: list[list[int]] = []
+    for v in values:
+        if spans and v == spans[-1][1] + 1:
+            spans[-1][1] = v
+        else:
+            spans.append([v, v])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+# -- tables and figures -----------------------------------------------------------------------------
+
+
+def tables_section(tables_dir: Path, rulesets: Sequence[str]) -> list[str]:
+    out = ["<h2>Tables</h2>", f'<p class="note">{html.escape(NOTE)}</p>']
+    for ruleset in rulesets:
+        path = tables_dir / f"{ruleset}{SUMMARY_SUFFIX}"
+        if not path.is_file():
+            raise ReportError(
+                f"{path}: no summary table for ruleset {ruleset}; run `schemashift report tables`"
+            )
+        rows = read_summary_csv(path)
+        out.append(f"<h3>Ruleset <code>{html.escape(ruleset)}</code></h3>")
+        for metric, title in METRICS.items():
+            header, body = grid(rows, metric)
+            cells = [[_text(r[0]), *(_num(c) for c in r[1:])] for r in body]
+            out += [f"<h4>{html.escape(title.capitalize())}</h4>", _table(header, cells)]
+        drifts = tables_dir / f"{ruleset}{DRIFTS_SUFFIX}"
+        if drifts.is_file():
+            header, body = drift_grid(read_drifts_csv(drifts))
+            cells = [[_text(r[0]), _text(r[1]), *(_num(c) for c in r[2:])] for r in body]
+            out += ["<h4>Drift outcomes</h4>", f'<p class="note">{html.escape(DRIFT_NOTE)}</p>']
+            out.append(_table(header, cells))
+    return out
+
+
+def figures_section(figures_dir: Path) -> list[str]:
+    index = read_json(figures_dir / INDEX_FILE, "figure index")
+    if not isinstance(index, list) or not index:
+        raise ReportError(f"{figures_dir / INDEX_FILE}: lists no figures; run `schemashift report figures`")
+    out = ["<h2>Figures</h2>"]
+    for number, entry in enumerate(index, start=1):
+        png = figures_dir / f"{entry['stem']}.png"
+        try:
+            data = base64.b64encode(png.read_bytes()).decode("ascii")
+        except OSError as exc:
+            raise ReportError(f"{png}: cannot read the figure: {exc}") from None
+        caption = html.escape(entry.get("caption") or entry["stem"])
+        out.append(
+            f'<figure id="{html.escape(entry["stem"])}"><img alt="{html.escape(entry["stem"])}" '
+            f'src="data:image/png;base64,{data}"><figcaption>Figure {number}. {caption}</figcaption></figure>'
+        )
+    return out
+
+
+def _text(value: Any) -> tuple[str, str]:
+    return ("", html.escape(str(value)))
+
+
+def _num(value: Any) -> tuple[str, str]:
+    return ("num", html.escape(str(value)))
+
+
+def _table(header: Sequence[str], body: Sequence[Sequence[tuple[str, str]]], header_row: bool = True) -> str:
+    lines = ['<div class="scroll"><table>']
+    if header_row:
+        lines.append("<thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr></thead>")
+    lines.append("<tbody>")
+    for row in body:
+        cells = []
+        for i, (cls, text) in enumerate(row):
+            if not header_row and i == 0:
+                cells.append(f"<th>{text}</th>")
+            else:
+                cells.append(f'<td class="{cls}">{text}</td>' if cls else f"<td>{text}</td>")
+        lines.append("<tr>" + "".join(cells) + "</tr>")
+    lines += ["</tbody>", "</table></div>"]
+    return "\n".join(lines)

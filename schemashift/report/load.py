@@ -1,0 +1,278 @@
+"""Finding and reading result files, validated against the declared record schemas.
+
+The pyarrow functions (`find_cells`, `read_table`, `read_json`) serve `aggregate`, which must not
+pay for pandas; the frame functions import pandas when called and serve the report parts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from schemashift.report import ReportError
+from schemashift.rollout import records
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+EPISODES_FILE = "episodes.parquet"
+DRIFTS_FILE = "drifts.parquet"
+#: the columns that identify an expected cell (the workflow's unit of work)
+CELL_KEYS = ("ruleset", "policy", "scenario", "seed", "sample_index")
+#: scenario difficulty tiers in display order; other tiers follow, sorted
+TIER_ORDER = ("easy", "medium", "hard")
+
+
+@dataclass(frozen=True)
+class CellFiles:
+    """The result files of one `schemashift run` output directory."""
+
+    directory: Path
+    episodes: Path
+    drifts: Path
+
+
+def find_cells(dirs: Iterable[str | Path], exclude: Iterable[str | Path] = ()) -> list[CellFiles]:
+    """Every directory holding an `episodes.parquet` at or below `dirs`, in path order.
+
+    Hidden directories (such as `.snakemake`) are skipped, a directory reached twice counts once
+    and files in `exclude` (the aggregate's own outputs) are ignored. A directory with episodes
+    but no drifts file, or a `dirs` entry that is not a directory, raises ReportError.
+    """
+    excluded = {Path(p).resolve() for p in exclude}
+    found: dict[Path, CellFiles] = {}
+    for entry in dirs:
+        root = Path(entry)
+        if not root.exists():
+            raise ReportError(f"{entry}: no such directory")
+        if not root.is_dir():
+            raise ReportError(f"{entry}: not a directory")
+        for episodes in root.rglob(EPISODES_FILE):
+            relative = episodes.relative_to(root).parts[:-1]
+            if any(part.startswith(".") for part in relative) or episodes.resolve() in excluded:
+                continue
+            directory = episodes.parent
+            key = directory.resolve()
+            if key in found:
+                continue
+            drifts = directory / DRIFTS_FILE
+            if not drifts.is_file():
+                raise ReportError(f"{directory}: has {EPISODES_FILE} but no {DRIFTS_FILE}")
+            found[key] = CellFiles(directory, episodes, drifts)
+    return sorted(found.values(), key=lambda cell: cell.directory.parts)
+
+
+def read_table(path: str | Path, table: str) -> pa.Table:
+    """The Parquet file at `path` as a pyarrow Table of the declared `table` schema.
+
+    The file must carry the current record schema version and exactly the declared columns and
+    types; anything else raises ReportError naming the file and the difference.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    expected = records.schema(records.TABLES[table])
+    try:
+        found = pq.read_schema(path)
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no such file") from None
+    except (pa.ArrowException, OSError) as exc:
+        raise ReportError(f"{path}: not a readable Parquet file: {exc}") from None
+    metadata = found.metadata or {}
+    version = metadata.get(records.VERSION_KEY.encode())
+    if version is None:
+        raise ReportError(
+            f"{path}: no record schema version in its metadata ({records.VERSION_KEY}); "
+            f"not a schemashift {table} file"
+        )
+    if version.decode() != str(records.RECORD_SCHEMA_VERSION):
+        raise ReportError(
+            f"{path}: written with record schema version {version.decode()}, but this schemashift "
+            f"reads version {records.RECORD_SCHEMA_VERSION}; re-run that cell with this version"
+        )
+    name = metadata.get(records.TABLE_KEY.encode())
+    if name is not None and name.decode() != table:
+        raise ReportError(f"{path}: holds the {name.decode()!r} table, expected {table!r}")
+    _check_fields(path, table, found, expected)
+    try:
+        # ParquetFile, not read_table: read_table goes through pyarrow.dataset, which imports pandas
+        with pq.ParquetFile(path) as f:
+            data = f.read()
+    except (pa.ArrowException, OSError) as exc:
+        raise ReportError(f"{path}: cannot read: {exc}") from None
+    return pa.Table.from_arrays(data.columns, schema=expected)
+
+
+def _check_fields(path: str | Path, table: str, found: pa.Schema, expected: pa.Schema) -> None:
+    found_names, expected_names = found.names, expected.names
+    missing = [n for n in expected_names if n not in found_names]
+    extra = [n for n in found_names if n not in expected_names]
+    problems = []
+    if missing:
+        problems.append(f"missing column(s) {', '.join(missing)}")
+    if extra:
+        problems.append(f"unknown column(s) {', '.join(extra)}")
+    if not problems and found_names != expected_names:
+        problems.append("columns in another order than declared")
+    for field in expected:
+        if field.name in found_names and not found.field(field.name).type.equals(field.type):
+            problems.append(f"column {field.name} is {found.field(field.name).type}, declared {field.type}")
+    if problems:
+        raise ReportError(f"{path}: does not match the declared {table} schema: {'; '.join(problems)}")
+
+
+def read_json(path: str | Path, what: str) -> Any:
+    """The JSON document at `path`; a missing or malformed file raises ReportError naming `what`."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ReportError(f"{what} {path}: no such file") from None
+    except OSError as exc:
+        raise ReportError(f"{what} {path}: cannot read: {exc}") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ReportError(f"{what} {path}: malformed JSON: {exc}") from None
+
+
+def read_expected_cells(path: str | Path) -> list[dict[str, Any]]:
+    """The expected cells listed in a JSON file: `[{"ruleset", "policy", "scenario", "seed",
+    "sample_index"}, ...]` (`sample_index` defaults to 0), validated."""
+    data = read_json(path, "expected cells")
+    if not isinstance(data, list):
+        raise ReportError(f"expected cells {path}: not a JSON list but {type(data).__name__}")
+    cells = []
+    for i, item in enumerate(data):
+        where = f"expected cells {path}: entry {i}"
+        if not isinstance(item, Mapping):
+            raise ReportError(f"{where}: not an object")
+        unknown = sorted(set(item) - set(CELL_KEYS))
+        if unknown:
+            raise ReportError(f"{where}: unknown key(s) {', '.join(unknown)}")
+        cell = {"sample_index": 0, **item}
+        for key in CELL_KEYS:
+            value = cell.get(key)
+            integer = key in ("seed", "sample_index")
+            ok = (
+                isinstance(value, int) and not isinstance(value, bool)
+                if integer
+                else isinstance(value, str) and value != ""
+            )
+            if not ok:
+                kind = "an integer" if integer else "a non-empty string"
+                raise ReportError(f"{where}: {key} must be {kind}, got {value!r}")
+        cells.append({key: cell[key] for key in CELL_KEYS})
+    return cells
+
+
+def cell_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(row[key] for key in CELL_KEYS)
+
+
+def tier_rank(tier: str | None) -> tuple[int, str]:
+    if tier in TIER_ORDER:
+        return (TIER_ORDER.index(tier), "")
+    return (len(TIER_ORDER), tier or "\uffff")
+
+
+# -- pandas frames for the report parts -------------------------------------------------------------
+
+
+def policy_label(policy: str, checkpoint_step: Any) -> str:
+    """How a policy appears in tables and figures: its name, and the checkpoint step if any."""
+    if checkpoint_step is None or checkpoint_step != checkpoint_step:  # None or NaN
+        return policy
+    return f"{policy}@step-{int(checkpoint_step)}"
+
+
+def report_policies(rows: pd.DataFrame, expected: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Policy labels of a ruleset's rows, plus expected policies that have no row at all."""
+    ran = set(rows["policy"])
+    return sorted(set(rows["label"]) | {c["policy"] for c in expected if c["policy"] not in ran})
+
+
+def episodes_frame(path: str | Path) -> pd.DataFrame:
+    """The episodes file as a frame, with `label` (see policy_label) and `success` as 1.0/0.0/NaN."""
+    frame = read_table(path, "episodes").to_pandas()
+    if frame.empty:
+        raise ReportError(f"{path}: no episodes")
+    unknown = sorted((set(frame["status"].dropna()) - {"graded", "infra_error"}) | _nulls(frame["status"]))
+    if unknown:
+        raise ReportError(f"{path}: unknown episode status(es) {', '.join(map(str, unknown))}")
+    frame["label"] = [
+        policy_label(p, c) for p, c in zip(frame["policy"], frame["checkpoint_step"], strict=True)
+    ]
+    frame["success"] = frame["success"].map({True: 1.0, False: 0.0}).astype("float64")
+    frame["score"] = frame["score"].astype("float64")
+    return frame
+
+
+def _nulls(series: pd.Series) -> set[str]:
+    return {"null"} if series.isna().any() else set()
+
+
+def drifts_frame(path: str | Path) -> pd.DataFrame:
+    frame = read_table(path, "drifts").to_pandas()
+    frame["label"] = [
+        policy_label(p, c) for p, c in zip(frame["policy"], frame["checkpoint_step"], strict=True)
+    ]
+    return frame
+
+
+def training_frame(path: str | Path) -> pd.DataFrame:
+    """Training metrics, without the rows a resumed run superseded."""
+    frame = read_table(path, "training_metrics").to_pandas()
+    superseded = frame["superseded"].fillna(False).astype(bool)
+    return frame[~superseded].reset_index(drop=True)
+
+
+def manifest_cells(manifest: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The cells a manifest lists (each with its status), or none."""
+    if not manifest:
+        return []
+    return [dict(cell) for cell in manifest.get("cells") or []]
+
+
+def coverage(episodes: pd.DataFrame, manifest: Mapping[str, Any] | None, ruleset: str) -> dict[str, Any]:
+    """Graded and infra_error episode counts of a ruleset, and the expected cells that are missing."""
+    rows = episodes[episodes["ruleset"] == ruleset]
+    cells = [c for c in manifest_cells(manifest) if c.get("ruleset") == ruleset]
+    missing = [c for c in cells if c.get("status") == "missing"]
+    return {
+        "graded": int((rows["status"] == "graded").sum()),
+        "infra_error": int((rows["status"] == "infra_error").sum()),
+        "expected": len(cells) if manifest else None,
+        "missing": len(missing) if manifest else None,
+        "missing_cells": missing,
+    }
+
+
+def coverage_text(cov: Mapping[str, Any]) -> str:
+    def plural(n: int, word: str) -> str:
+        return f"{n} {word}" + ("" if n == 1 else "s")
+
+    text = (
+        f"{plural(cov['graded'], 'graded episode')} in the means; "
+        f"{plural(cov['infra_error'], 'infra_error episode')} excluded"
+    )
+    if cov["expected"] is None:
+        return text + "; no manifest, so missing cells are unknown."
+    return text + f"; {cov['missing']} of {plural(cov['expected'], 'expected cell')} missing."
+
+
+def sorted_scenarios(scenarios: Iterable[str], tiers: Mapping[str, str | None]) -> list[str]:
+    return sorted(set(scenarios), key=lambda s: (tier_rank(tiers.get(s)), s))
+
+
+def catalogue_tier(ruleset: str, scenario: str) -> str | None:
+    """A scenario's tier from the ruleset catalogue, for cells that have no rows."""
+    try:
+        from schemashift.env.rulesets import get_ruleset
+
+        return get_ruleset(ruleset).scenario_info(scenario).tier
+    except Exception:  # noqa: BLE001 - an unknown ruleset or scenario just has no tier
+        return None

@@ -1,0 +1,94 @@
+"""`schemashift report figures`: the files exist, are valid PNG and PDF, and render without warnings."""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from pathlib import Path
+
+import pytest
+from report_helpers import error_line, infra_row, report_args, write_cell
+
+from schemashift.cli import main
+from schemashift.rollout import io, records
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+PDF_MAGIC = b"%PDF-"
+
+
+def check_figure(directory: Path, stem: str) -> None:
+    png = (directory / f"{stem}.png").read_bytes()
+    pdf = (directory / f"{stem}.pdf").read_bytes()
+    assert png.startswith(PNG_MAGIC) and len(png) > 10_000
+    assert pdf.startswith(PDF_MAGIC) and pdf.rstrip().endswith(b"%%EOF")
+
+
+def test_figures_exist_and_are_valid(figures_dir: Path) -> None:
+    index = json.loads((figures_dir / "figures.json").read_text(encoding="utf-8"))
+    assert [entry["stem"] for entry in index] == ["legacy_score", "legacy_success"]
+    for entry in index:
+        check_figure(figures_dir, entry["stem"])
+        assert "95% bootstrap intervals" in entry["caption"]
+    assert sorted(p.name for p in figures_dir.iterdir()) == [
+        "figures.json",
+        "legacy_score.pdf",
+        "legacy_score.png",
+        "legacy_success.pdf",
+        "legacy_success.png",
+    ]
+
+
+def test_figures_render_without_warnings_and_with_training_metrics(
+    aggregated: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    rows = [
+        {"train_run": run, "step": step, "reward_mean": 0.1 * step + offset, "reward_std": 0.05}
+        for run, offset in (("grpo-a", 0.0), ("grpo-b", 0.1))
+        for step in range(1, 6)
+    ]
+    rows.append({"train_run": "grpo-a", "step": 3, "reward_mean": 9.0, "superseded": True})
+    metrics = tmp_path / "metrics.parquet"
+    io.write_parquet(metrics, records.to_table(rows, records.TRAINING_METRICS_COLUMNS))
+    out = tmp_path / "figures"
+    args = report_args(
+        "figures", aggregated, out, "--bootstrap-samples", "50", "--training-metrics", str(metrics)
+    )
+    with caplog.at_level(logging.WARNING), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(args) == 0
+    assert [str(w.message) for w in caught] == []
+    assert not [r for r in caplog.records if r.name.startswith("matplotlib")]
+    check_figure(out, "training_reward")
+    index = json.loads((out / "figures.json").read_text(encoding="utf-8"))
+    assert index[-1]["stem"] == "training_reward"
+
+
+def test_a_ruleset_without_graded_episodes_still_renders(tmp_path: Path) -> None:
+    write_cell(tmp_path / "cell", [infra_row()])
+    episodes = tmp_path / "episodes.parquet"
+    assert (
+        main(
+            [
+                "aggregate",
+                "--cells",
+                str(tmp_path / "cell"),
+                "--out-episodes",
+                str(episodes),
+                "--out-drifts",
+                str(tmp_path / "drifts.parquet"),
+            ]
+        )
+        == 0
+    )
+    out = tmp_path / "figures"
+    assert main(["report", "figures", "--episodes", str(episodes), "--out", str(out)]) == 0
+    check_figure(out, "legacy_score")
+
+
+def test_an_output_path_that_is_a_file_is_an_error(
+    aggregated: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    assert main(report_args("figures", aggregated, tmp_path / "file")) == 2
+    assert "is not a directory" in error_line(capsys, "report")

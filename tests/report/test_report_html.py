@@ -1,0 +1,92 @@
+"""`schemashift report html`: one self-contained page with provenance, tables and figures."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from report_helpers import CONFIG_HASH, error_line, report_args
+
+from schemashift.cli import main
+
+
+def html_args(aggregated: dict[str, Path], tables: Path, figures: Path, out: Path) -> list[str]:
+    return report_args("html", aggregated, out, "--tables", str(tables), "--figures", str(figures))
+
+
+@pytest.fixture(scope="module")
+def report(aggregated: dict[str, Path], tables_dir: Path, figures_dir: Path) -> str:
+    out = aggregated["dir"] / "html"
+    assert main(html_args(aggregated, tables_dir, figures_dir, out)) == 0
+    return (out / "report.html").read_text(encoding="utf-8")
+
+
+def test_report_opens_with_what_ran_and_its_provenance(aggregated: dict[str, Path], report: str) -> None:
+    manifest = json.loads(aggregated["manifest"].read_text(encoding="utf-8"))
+    what_ran = report[report.index("<h2>What ran</h2>") : report.index("<h2>Tables</h2>")]
+    assert (
+        report.index("<h2>What ran</h2>") < report.index("<h2>Tables</h2>") < report.index("<h2>Figures</h2>")
+    )
+    for text in ("naive_heuristic, oracle, policy_aware_heuristic", "E1_onboard_new_hire", "0-2"):
+        assert text in what_ran
+    assert "15 expected cells: 12 graded, 1 infra_error, 2 missing." in what_ran
+    assert "legacy / hf:tiny / E1_onboard_new_hire / seed 0 / sample 0" in what_ran
+    assert CONFIG_HASH in what_ran
+    assert f"<td>{manifest['schemashift_version']}</td>" in what_ran
+    assert f"pyarrow {manifest['packages']['pyarrow']}" in what_ran
+    if manifest["git_sha"] is not None:
+        assert manifest["git_sha"] in what_ran
+        assert ("yes (dirty)" if manifest["git_dirty"] else "no (clean)") in what_ran
+
+
+def test_report_shows_the_tables(report: str) -> None:
+    assert "<h4>Mean score</h4>" in report and "<h4>Success rate</h4>" in report
+    assert '<td class="num">0.522 [0.522, 0.522] (n=2)</td>' in report
+    assert "<h4>Drift outcomes</h4>" in report
+    assert "\u2014" in report
+
+
+def test_report_embeds_its_figures_and_references_nothing_outside(report: str) -> None:
+    images = re.findall(r'<img [^>]*src="([^"]*)"', report)
+    assert len(images) == 2
+    for src in images:
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1]).startswith(b"\x89PNG\r\n\x1a\n")
+    assert re.findall(r'(?:src|href)="(?!data:)', report) == []
+    for needle in ("http://", "https://", 'src="file', "<link", "<script"):
+        assert needle not in report
+    assert report.count("<figcaption>") == 2
+
+
+def test_report_without_a_manifest_says_so(
+    aggregated: dict[str, Path], tables_dir: Path, figures_dir: Path, tmp_path: Path
+) -> None:
+    args = html_args(aggregated, tables_dir, figures_dir, tmp_path)
+    del args[args.index("--manifest") : args.index("--manifest") + 2]
+    assert main(args) == 0
+    report = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "No manifest was given" in report
+    assert CONFIG_HASH in report  # from the rows
+
+
+def test_report_needs_the_tables_and_figures(
+    aggregated: dict[str, Path], figures_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "empty").mkdir()
+    assert main(html_args(aggregated, tmp_path / "empty", figures_dir, tmp_path / "out")) == 2
+    assert "legacy_summary.csv: no summary table for ruleset legacy" in error_line(capsys, "report")
+    assert not (tmp_path / "out" / "report.html").exists()
+
+
+def test_report_parts_are_listed_in_help() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "schemashift.cli", "report", "--help"], capture_output=True, text=True
+    )
+    assert result.returncode == 0
+    for part in ("tables", "figures", "html"):
+        assert part in result.stdout

@@ -1,0 +1,487 @@
+"""The Snakemake workflow, through the real `snakemake` on the tiny test configuration.
+
+One copy of the repository per session (conftest.py); the full test configuration runs once in
+it and the slow tests share that run. Tests that edit the copy restore it before they return, and
+the one that reruns a job for real brings every output up to date again, so the order of the
+tests does not matter. Job counts come from dry-runs ("Job stats" table).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import yaml
+from workflow_support import (
+    NOTHING_TO_DO,
+    REPO,
+    TEST_CONFIG,
+    job_counts,
+    planned_outputs,
+    snakemake,
+    subprocess_env,
+    tool,
+)
+
+pytestmark = pytest.mark.skipif(tool("snakemake") is None, reason="snakemake is not installed")
+
+with open(REPO / TEST_CONFIG) as f:
+    CONFIG = yaml.safe_load(f)
+RULESET = "legacy"
+POLICIES = CONFIG["baselines"]
+SCENARIOS = CONFIG["evaluation"][RULESET]["scenarios"]
+SEEDS = [0, 1]
+assert CONFIG["evaluation"][RULESET]["seeds"] == "0-1", "keep SEEDS in step with the test config"
+CELLS = [(RULESET, p, s, seed) for p in POLICIES for s in SCENARIOS for seed in SEEDS]
+N_CELLS = len(CELLS)  # 8
+
+
+def cell_dir(ruleset: str, policy: str, scenario: str, seed: int) -> str:
+    return f"results/cells/{ruleset}/{policy}/{scenario}/seed-{seed}"
+
+
+CELL = cell_dir(RULESET, "oracle", SCENARIOS[0], 0)
+OTHER_CELL = cell_dir(RULESET, "naive_heuristic", SCENARIOS[1], 1)
+DOWNSTREAM = {"aggregate": 1, "tables": 1, "figures": 1, "report_html": 1, "all": 1}
+EVERYTHING = {"baseline": N_CELLS, "expected_cells": 1, **DOWNSTREAM}
+AGGREGATED = {"baseline": N_CELLS, "expected_cells": 1, "aggregate": 1}
+
+
+def dry_run(copy: Path, *targets: str, **kwargs) -> tuple[dict[str, int], str]:
+    proc = snakemake(copy, "--dry-run", *targets, **kwargs)
+    return job_counts(proc.stdout), proc.stdout
+
+
+@contextmanager
+def edited(copy: Path, relpath: str, old: str | None = None, new: str = "") -> Iterator[Path]:
+    """`relpath` in the copy with `old` replaced by `new` (default: a comment appended), restored after."""
+    path = copy / relpath
+    assert path.is_file(), f"{relpath} does not exist"
+    original = path.read_bytes()
+    text = original.decode()
+    if old is None:
+        text += "\n# edited by tests/workflow/test_workflow.py\n"
+    else:
+        assert old in text, f"{old!r} is not in {relpath}"
+        text = text.replace(old, new)
+    path.write_text(text)
+    try:
+        yield path
+    finally:
+        path.write_bytes(original)
+
+
+def read_rows(path: Path, columns: list[str] | None = None) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path, columns=columns).to_pylist()
+
+
+def read_trajectories(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def run_ids(copy: Path) -> dict[str, str]:
+    ids = {}
+    for cell in CELLS:
+        (row,) = read_rows(copy / cell_dir(*cell) / "episodes.parquet", ["run_id"])
+        ids[cell_dir(*cell)] = row["run_id"]
+    return ids
+
+
+# --- static checks ---------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_lint_is_clean(repo_copy):
+    proc = snakemake(repo_copy, "--lint", check=False)
+    lints = re.findall(r"^Lints for .*$|^\s+\* .*$", proc.stdout, re.M)
+    assert not lints, "snakemake --lint reports:\n" + "\n".join(lints)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+
+
+@pytest.mark.timeout(120)
+def test_snakefmt_check_passes(repo_copy):
+    snakefmt = tool("snakefmt")
+    if snakefmt is None:
+        pytest.skip("snakefmt is not installed (pip install -e '.[workflow]')")
+    proc = subprocess.run(
+        [snakefmt, "--check", "."],
+        cwd=repo_copy,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    if proc.returncode != 0:
+        diff = subprocess.run(
+            [snakefmt, "--diff", "."],
+            cwd=repo_copy,
+            env=subprocess_env(),
+            capture_output=True,
+            text=True,
+            timeout=100,
+        )
+        pytest.fail(f"snakefmt --check . fails:\n{proc.stderr}\n{diff.stdout[-8000:]}")
+
+
+# --- the DAG (dry-runs that do not depend on the copy's state) -------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_dry_run_lists_every_job(repo_copy):
+    counts, output = dry_run(repo_copy, "--forceall")
+    assert counts == EVERYTHING
+    cells = {outs[0] for rule, outs in planned_outputs(output) if rule == "baseline"}
+    assert cells == {f"{cell_dir(*cell)}/episodes.parquet" for cell in CELLS}
+
+
+@pytest.mark.timeout(120)
+def test_embedded_default_has_90_cells(repo_copy):
+    """config.yaml: legacy x 3 baselines x 6 scenarios x 5 seeds."""
+    counts, output = dry_run(repo_copy, "--forceall", configfile=None)
+    assert counts["baseline"] == 90
+    assert {k: v for k, v in counts.items() if k not in ("baseline", "env_image")} == {
+        "expected_cells": 1,
+        **DOWNSTREAM,
+    }
+    cells = [outs[0] for rule, outs in planned_outputs(output) if rule == "baseline"]
+    assert len(set(cells)) == 90
+
+
+SINGLE_TARGETS = {
+    f"{CELL}/episodes.parquet": {"baseline": 1},
+    f"{CELL}/drifts.parquet": {"baseline": 1},
+    f"{CELL}/trajectories.jsonl.gz": {"baseline": 1},
+    "results/expected_cells.json": {"expected_cells": 1},
+    "results/episodes.parquet": AGGREGATED,
+    "results/drifts.parquet": AGGREGATED,
+    "results/manifest.json": AGGREGATED,
+    "results/tables/summary.md": {**AGGREGATED, "tables": 1},
+    f"results/tables/{RULESET}_summary.csv": {**AGGREGATED, "tables": 1},
+    f"results/figures/{RULESET}_score.png": {**AGGREGATED, "figures": 1},
+    f"results/figures/{RULESET}_success.pdf": {**AGGREGATED, "figures": 1},
+    "results/report.html": {**AGGREGATED, "tables": 1, "figures": 1, "report_html": 1},
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("target", list(SINGLE_TARGETS))
+def test_any_result_file_is_a_target(repo_copy, target):
+    counts, _ = dry_run(repo_copy, "--forceall", target)
+    assert counts == SINGLE_TARGETS[target]
+
+
+# --- the full run of the test configuration, and what reruns after it -----------------------
+
+
+TRACE_PREFIX = "schemashift-workflow-test imported: "
+# Put first on a job's PYTHONPATH, this reports (on stderr, so in the job's log) every module
+# of the package the job had imported when it exited, importlib-loaded ones included.
+SITECUSTOMIZE = f"""\
+import atexit
+import json
+import sys
+
+
+def _report():
+    names = sorted(name for name in sys.modules if name == "schemashift" or name.startswith("schemashift."))
+    print({TRACE_PREFIX!r} + json.dumps(names), file=sys.stderr)
+
+
+atexit.register(_report)
+"""
+
+
+@pytest.fixture(scope="session")
+def traced(tmp_path_factory) -> dict[str, str]:
+    """Environment for real runs: a sitecustomize on PYTHONPATH makes every job's log list the
+    package modules the job imported (test_digests_cover_the_code_each_job_imports reads them).
+    The rules put the checkout before it, so the jobs still run the copy's code."""
+    tracer = tmp_path_factory.mktemp("tracer")
+    (tracer / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    return {"PYTHONPATH": str(tracer)}
+
+
+@pytest.fixture(scope="session")
+def full_run(repo_copy, traced) -> Path:
+    """The test configuration run to completion in the session's copy."""
+    started = time.perf_counter()
+    proc = snakemake(repo_copy, timeout=540, env=traced)
+    counts = job_counts(proc.stdout)
+    assert counts == EVERYTHING, proc.stdout[-4000:]
+    print(f"full run of the test config: {time.perf_counter() - started:.1f} s")
+    return repo_copy
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_full_run_outputs(full_run):
+    results = full_run / "results"
+    rows = read_rows(results / "episodes.parquet")
+    assert len(rows) == N_CELLS
+    assert {(r["ruleset"], r["policy"], r["scenario"], r["seed"]) for r in rows} == set(CELLS)
+    assert all(r["status"] == "graded" for r in rows)
+    assert all(0.0 <= r["score"] <= 1.0 for r in rows)
+    # the aggregate equals the cells it merged
+    for cell in CELLS:
+        (cell_row,) = read_rows(full_run / cell_dir(*cell) / "episodes.parquet")
+        (merged,) = [r for r in rows if (r["ruleset"], r["policy"], r["scenario"], r["seed"]) == cell]
+        assert merged == cell_row
+        assert read_trajectories(full_run / cell_dir(*cell) / "trajectories.jsonl.gz")
+    cell_drifts = sum(len(read_rows(full_run / cell_dir(*c) / "drifts.parquet")) for c in CELLS)
+    assert len(read_rows(results / "drifts.parquet")) == cell_drifts
+
+    manifest = json.loads((results / "manifest.json").read_text())
+    assert manifest["counts"] == {"graded": N_CELLS, "infra_error": 0, "missing": 0}
+    assert manifest["inputs"]["episodes"] == N_CELLS
+    assert manifest["inputs"]["cell_dirs"] == N_CELLS
+    assert manifest["inputs"]["not_expected"] == 0
+    assert len(manifest["cells"]) == N_CELLS
+    assert manifest["config_hash"]
+    expected = json.loads((results / "expected_cells.json").read_text())
+    assert len(expected) == N_CELLS
+
+    summary = (results / "tables" / "summary.md").read_text()
+    assert summary.strip()
+    csv = (results / "tables" / f"{RULESET}_summary.csv").read_text()
+    for policy in POLICIES:
+        assert policy in summary and policy in csv
+    for metric in ("score", "success"):
+        png = results / "figures" / f"{RULESET}_{metric}.png"
+        pdf = results / "figures" / f"{RULESET}_{metric}.pdf"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert pdf.read_bytes()[:5] == b"%PDF-"
+    html = (results / "report.html").read_text()
+    assert len(html) > 1000 and "<html" in html.lower()
+    for policy in POLICIES:
+        assert policy in html
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_nothing_changed_nothing_to_do(full_run):
+    counts, output = dry_run(full_run)
+    assert counts == {}
+    assert NOTHING_TO_DO in output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_adding_a_seed_runs_only_the_new_cells(full_run, tmp_path):
+    config = json.loads(json.dumps(CONFIG))
+    config["evaluation"][RULESET]["seeds"] = "0-2"
+    path = tmp_path / "more_seeds.yaml"
+    path.write_text(yaml.safe_dump(config))
+    counts, output = dry_run(full_run, configfile=path)
+    new = len(POLICIES) * len(SCENARIOS)
+    assert counts == {"baseline": new, "expected_cells": 1, **DOWNSTREAM}
+    cells = {outs[0] for rule, outs in planned_outputs(output) if rule == "baseline"}
+    assert cells == {f"{cell_dir(RULESET, p, s, 2)}/episodes.parquet" for p in POLICIES for s in SCENARIOS}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_report_settings_never_rerun_cells(full_run, tmp_path):
+    config = json.loads(json.dumps(CONFIG))
+    config["report"]["bootstrap_samples"] += 100
+    path = tmp_path / "report.yaml"
+    path.write_text(yaml.safe_dump(config))
+    counts, _ = dry_run(full_run, configfile=path)
+    assert "baseline" not in counts and "expected_cells" not in counts
+    assert counts.get("tables") == 1 and counts.get("report_html") == 1
+
+
+CODE_EDITS = {
+    # figure code: the figures and the report that embeds them
+    "schemashift/report/figures.py": {"figures": 1, "report_html": 1, "all": 1},
+    "schemashift/report/tables.py": {"tables": 1, "report_html": 1, "all": 1},
+    "schemashift/report/html.py": {"report_html": 1, "all": 1},
+    "schemashift/report/aggregate.py": DOWNSTREAM,
+    # env core, policies, runner, record schemas: every cell and everything after
+    "schemashift/env/environment.py": {"baseline": N_CELLS, **DOWNSTREAM},
+    "schemashift/env/rulesets/legacy/ruleset.py": {"baseline": N_CELLS, **DOWNSTREAM},
+    "schemashift/policies/oracle.py": {"baseline": N_CELLS, **DOWNSTREAM},
+    "schemashift/rollout/runner.py": {"baseline": N_CELLS, **DOWNSTREAM},
+    "schemashift/rollout/records.py": {"baseline": N_CELLS, **DOWNSTREAM},
+    "schemashift/cli/verbs/run.py": {"baseline": N_CELLS, **DOWNSTREAM},
+    # not code any job runs
+    "README.md": {},
+    "docs/workflow.md": {},
+    "tests/workflow/conftest.py": {},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("relpath", list(CODE_EDITS))
+def test_code_edit_reruns_its_layer(full_run, relpath):
+    with edited(full_run, relpath):
+        counts, _ = dry_run(full_run)
+    assert counts == CODE_EDITS[relpath]
+
+
+REPORT_CODE = sorted(str(p.relative_to(REPO)) for p in (REPO / "schemashift" / "report").rglob("*.py")) + [
+    "schemashift/cli/verbs/report.py",
+    "schemashift/cli/verbs/aggregate.py",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("relpath", REPORT_CODE)
+def test_report_code_never_reruns_baselines(full_run, relpath):
+    with edited(full_run, relpath):
+        counts, _ = dry_run(full_run)
+    assert "baseline" not in counts and "expected_cells" not in counts
+    assert counts, f"editing {relpath} reruns nothing: it is in no rule's code digest"
+
+
+LOGGED_JOBS = {
+    # rule: (one of its logs, the verb it runs)
+    "baseline": (f"results/logs/cells/{RULESET}/oracle/{SCENARIOS[0]}/seed-0.log", "run"),
+    "aggregate": ("results/logs/aggregate.log", "aggregate"),
+    "tables": ("results/logs/tables.log", "report"),
+    "figures": ("results/logs/figures.log", "report"),
+    "report_html": ("results/logs/report_html.log", "report"),
+}
+
+
+def module_file(copy: Path, module: str) -> str | None:
+    base = copy / Path(*module.split("."))
+    for candidate in (base / "__init__.py", base.with_suffix(".py")):
+        if candidate.is_file():
+            return str(candidate.relative_to(copy))
+    return None
+
+
+def imported_files(copy: Path, log: str, verb: str) -> set[str]:
+    """Package files a job imported, less the other verbs' modules.
+
+    `schemashift` imports every verb module to build its parser, so each job loads the other
+    verbs' modules too; they import their dependencies inside run(), and keeping them out of the
+    other layers' digests is what lets an edit of the report verb leave the cells alone.
+    """
+    lines = [line for line in (copy / log).read_text().splitlines() if line.startswith(TRACE_PREFIX)]
+    assert lines, f"{log} has no import report (was the tracer on the job's PYTHONPATH?)"
+    files = set()
+    for module in json.loads(lines[-1].removeprefix(TRACE_PREFIX)):
+        if module.startswith("schemashift.cli.verbs.") and module != f"schemashift.cli.verbs.{verb}":
+            continue
+        path = module_file(copy, module)
+        if path is not None:
+            files.add(path)
+    return files
+
+
+def rules_rerun(copy: Path) -> set[str]:
+    return set(dry_run(copy)[0])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_digests_cover_the_code_each_job_imports(full_run):
+    """Every package module a job imports is in that rule's digest: editing it reruns the rule.
+
+    First one new file per package directory finds the directories some digest covers whole
+    (rglob); then every imported file outside them is edited on its own, and each time a dry-run
+    must list every rule whose job imported it.
+    """
+    importers: dict[str, set[str]] = {}
+    for rule, (log, verb) in LOGGED_JOBS.items():
+        for path in imported_files(full_run, log, verb):
+            importers.setdefault(path, set()).add(rule)
+    assert "schemashift/env/environment.py" in importers and "schemashift/report/figures.py" in importers
+    whole: dict[str, set[str]] = {}
+    for directory in sorted({str(Path(path).parent) for path in importers}):
+        probe = full_run / directory / "_digest_probe.py"
+        probe.write_text("# a new module: reruns the rules whose digests take this directory whole\n")
+        try:
+            whole[directory] = rules_rerun(full_run)
+        finally:
+            probe.unlink()
+    uncovered = []
+    for path, rules in sorted(importers.items()):
+        if rules <= whole[str(Path(path).parent)]:
+            continue
+        with edited(full_run, path):
+            missing = sorted(rules - rules_rerun(full_run))
+        if missing:
+            uncovered.append(
+                f"{path}: imported by {', '.join(sorted(rules))}; "
+                f"editing it does not rerun {', '.join(missing)}"
+            )
+    assert not uncovered, "code outside the digests:\n" + "\n".join(uncovered)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_deleted_cell_file_reruns_that_cell_and_the_aggregation(full_run, tmp_path):
+    target = full_run / OTHER_CELL / "drifts.parquet"
+    aside = tmp_path / "drifts.parquet"
+    os.replace(target, aside)
+    try:
+        counts, output = dry_run(full_run)
+    finally:
+        os.replace(aside, target)
+    assert counts == {"baseline": 1, **DOWNSTREAM}
+    assert [outs[0] for rule, outs in planned_outputs(output) if rule == "baseline"] == [
+        f"{OTHER_CELL}/episodes.parquet"
+    ]
+    assert dry_run(full_run)[0] == {}
+
+
+MARKER = "(edited by the rerun test)"
+FEEDBACK = ("Episode marked complete.", f"Episode marked complete {MARKER}.")
+
+
+def finished_feedback(trajectory_file: Path) -> list[str]:
+    return [t["steps"][-1]["feedback"] for t in read_trajectories(trajectory_file)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_env_edit_reruns_and_shows_in_the_outputs(full_run, traced):
+    """A real rerun: the jobs run the copy's code (not an installed package), the edit shows in
+    the rerun cell, and the other cells stay as they were."""
+    before = run_ids(full_run)
+    assert not any(MARKER in f for f in finished_feedback(full_run / CELL / "trajectories.jsonl.gz"))
+    try:
+        with edited(full_run, "schemashift/env/rulesets/legacy/ruleset.py", *FEEDBACK):
+            assert dry_run(full_run, f"{CELL}/episodes.parquet")[0] == {"baseline": 1}
+            proc = snakemake(full_run, f"{CELL}/episodes.parquet", env=traced)
+            assert job_counts(proc.stdout) == {"baseline": 1}
+        after = run_ids(full_run)
+        assert after[CELL] != before[CELL]
+        assert {k: v for k, v in after.items() if k != CELL} == {k: v for k, v in before.items() if k != CELL}
+        feedback = finished_feedback(full_run / CELL / "trajectories.jsonl.gz")
+        assert feedback and all(MARKER in f for f in feedback), feedback
+        assert not any(
+            MARKER in f for f in finished_feedback(full_run / OTHER_CELL / "trajectories.jsonl.gz")
+        )
+
+        # Code restored: that one cell (built with other code) reruns, plus the aggregation.
+        counts, output = dry_run(full_run)
+        assert counts == {"baseline": 1, **DOWNSTREAM}
+        assert [outs[0] for rule, outs in planned_outputs(output) if rule == "baseline"] == [
+            f"{CELL}/episodes.parquet"
+        ]
+    finally:
+        snakemake(full_run, env=traced)  # everything up to date again for the other tests
+    assert not any(MARKER in f for f in finished_feedback(full_run / CELL / "trajectories.jsonl.gz"))
+    final = run_ids(full_run)
+    merged = {
+        cell_dir(r["ruleset"], r["policy"], r["scenario"], r["seed"]): r["run_id"]
+        for r in read_rows(full_run / "results" / "episodes.parquet")
+    }
+    assert merged == final
+    assert dry_run(full_run)[0] == {}

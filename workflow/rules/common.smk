@@ -1,0 +1,200 @@
+"""Shared helpers: config validation, the cells to run, per-layer code digests, engine detection."""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from snakemake.logging import logger
+from snakemake.utils import validate
+
+validate(config, schema="../schemas/config.schema.yaml")
+
+REPO = Path(workflow.basedir)
+RESULTS = "results"
+# Jobs run the code of this checkout, whatever copy of the package is installed elsewhere: they
+# inherit this PYTHONPATH (a cluster job re-reads this file and sets it again).
+if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != str(REPO):
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(REPO), os.environ.get("PYTHONPATH")])
+    )
+sys.path.insert(0, str(REPO))
+
+
+envvars:
+    "PYTHONPATH",
+
+
+from schemashift.cli.options import parse_scenarios, parse_seeds  # noqa: E402
+from schemashift.env.rulesets import available_rulesets, get_ruleset  # noqa: E402
+from schemashift.policies import BUILTIN as BUILTIN_POLICIES  # noqa: E402
+from schemashift.provenance import config_hash  # noqa: E402
+
+# Stamped on the aggregated tables and the manifest. Cells stamp a digest of their own
+# arguments instead, so that adding a seed does not rerun the cells that exist.
+CONFIG_HASH = config_hash(config)
+
+
+def _seed_list(seeds):
+    return seeds if isinstance(seeds, list) else parse_seeds(str(seeds))
+
+
+def evaluation_cells(ruleset):
+    """(scenario, seed) pairs of a ruleset's evaluation set, in config order."""
+    if ruleset not in available_rulesets():
+        raise ValueError(
+            f"config: unknown ruleset {ruleset!r}; available: {available_rulesets()}"
+        )
+    if ruleset not in config["evaluation"]:
+        raise ValueError(f"config: ruleset {ruleset!r} has no entry under 'evaluation'")
+    cells = config["evaluation"][ruleset]
+    scenarios = cells["scenarios"]
+    text = scenarios if isinstance(scenarios, str) else ",".join(scenarios)
+    ids = parse_scenarios(text, get_ruleset(ruleset).scenario_ids())
+    return [(scenario, seed) for scenario in ids for seed in _seed_list(cells["seeds"])]
+
+
+def cell_dir(ruleset, policy, scenario, seed):
+    return f"{RESULTS}/cells/{ruleset}/{policy}/{scenario}/seed-{seed}"
+
+
+def baseline_cells():
+    unknown = [
+        policy for policy in config["baselines"] if policy not in BUILTIN_POLICIES
+    ]
+    if unknown:
+        raise ValueError(
+            f"config: unknown baseline policies {unknown}; available: {sorted(BUILTIN_POLICIES)}"
+        )
+    return [
+        (ruleset, policy, scenario, seed)
+        for ruleset in config["rulesets"]
+        for policy in config["baselines"]
+        for scenario, seed in evaluation_cells(ruleset)
+    ]
+
+
+def code_digest(*paths):
+    """Digest of the Python sources under `paths`: a rule's params carry the digest of the code
+    it runs, so editing that code (and only that code) reruns it."""
+    digest = hashlib.sha256()
+    for path in paths:
+        root = REPO / path
+        files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
+        for file in files:
+            if file.exists():
+                digest.update(str(file.relative_to(REPO)).encode())
+                digest.update(file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+_CLI_CORE = (
+    "schemashift/__init__.py",
+    "schemashift/cli/__init__.py",
+    "schemashift/cli/__main__.py",
+    "schemashift/cli/options.py",
+    "schemashift/cli/verbs/__init__.py",
+    "schemashift/provenance.py",
+)
+_RECORDS = ("schemashift/rollout/records.py", "schemashift/rollout/io.py")
+_REPORT = (
+    "schemashift/report/__init__.py",
+    "schemashift/report/load.py",
+    "schemashift/report/stats.py",
+    "schemashift/cli/verbs/report.py",
+)
+# What each rule's job runs (the modules it imports that shape its outputs).
+CODE = {
+    "cells": code_digest(
+        *_CLI_CORE,
+        *_RECORDS,
+        "schemashift/env",
+        "schemashift/policies",
+        "schemashift/rollout",
+        "schemashift/cli/verbs/run.py",
+        "schemashift/cli/progress.py",
+    ),
+    "aggregate": code_digest(
+        *_CLI_CORE,
+        *_RECORDS,
+        "schemashift/report/__init__.py",
+        "schemashift/report/load.py",
+        "schemashift/report/aggregate.py",
+        "schemashift/cli/verbs/aggregate.py",
+    ),
+    "tables": code_digest(*_CLI_CORE, *_REPORT, "schemashift/report/tables.py"),
+    "figures": code_digest(*_CLI_CORE, *_REPORT, "schemashift/report/figures.py"),
+    "html": code_digest(
+        *_CLI_CORE,
+        *_REPORT,
+        "schemashift/report/tables.py",
+        "schemashift/report/figures.py",
+        "schemashift/report/html.py",
+    ),
+}
+
+
+def container_engine():
+    """The engine that builds the image, or None (with one log line saying why)."""
+    wanted = config["containers"]["engine"]
+    if wanted == "none":
+        return None
+    if not (REPO / "containers/env.Dockerfile").exists():
+        logger.info(
+            "env_image: not built (containers/env.Dockerfile does not exist yet)"
+        )
+        return None
+    candidates = ["docker", "podman"] if wanted == "auto" else [wanted]
+    base = config["containers"]["base_image"]
+    for engine in candidates:
+        if shutil.which(engine) is None:
+            continue
+        try:
+            found = (
+                subprocess.run(
+                    [engine, "image", "inspect", base], capture_output=True, timeout=5
+                ).returncode
+                == 0
+            )
+        except (OSError, subprocess.SubprocessError):
+            found = False
+        if found:
+            return engine
+    if wanted == "auto":
+        logger.info(
+            f"env_image: not built (no working docker or podman with base image {base} here); "
+            "build a base with `snakemake base_image` where podman is installed"
+        )
+        return None
+    raise ValueError(
+        f"config: containers.engine is {wanted!r} but it cannot use base image {base!r} here"
+    )
+
+
+def default_targets():
+    targets = [
+        f"{RESULTS}/episodes.parquet",
+        f"{RESULTS}/drifts.parquet",
+        f"{RESULTS}/manifest.json",
+        f"{RESULTS}/tables/summary.md",
+        f"{RESULTS}/report.html",
+    ]
+    targets += [
+        f"{RESULTS}/figures/{ruleset}_{metric}.png"
+        for ruleset in config["rulesets"]
+        for metric in ("score", "success")
+    ]
+    # The cells are targets too, so that a deleted cell file is made again.
+    targets += [
+        f"{cell_dir(*cell)}/{name}"
+        for cell in baseline_cells()
+        for name in ("episodes.parquet", "drifts.parquet", "trajectories.jsonl.gz")
+    ]
+    if ENGINE is not None:
+        targets.append(f"{RESULTS}/containers/env.image.json")
+    return targets
+
+
+ENGINE = container_engine()
