@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import time
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -221,6 +222,18 @@ def full_run(repo_copy, traced) -> Path:
     assert counts == EVERYTHING, proc.stdout[-4000:]
     print(f"full run of the test config: {time.perf_counter() - started:.1f} s")
     return repo_copy
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_snakemake_report_gathers_the_flagged_outputs(full_run, tmp_path):
+    archive = tmp_path / "report.zip"
+    snakemake(full_run, "--report", str(archive))
+    with zipfile.ZipFile(archive) as bundle:
+        names = bundle.namelist()
+    assert any(name.endswith(f"{RULESET}_score.png") for name in names)
+    assert any(name.endswith("summary.md") for name in names)
+    assert sum(name.endswith("report.html") for name in names) == 2, "Snakemake's page and ours"
 
 
 @pytest.mark.slow

@@ -40,6 +40,8 @@ rule aggregate:
         f"{RESULTS}/logs/aggregate.log",
     conda:
         "../../envs/runtime.yaml"
+    container:
+        APPTAINER_IMAGE
     params:
         code=CODE["aggregate"],
         config_hash=CONFIG_HASH,

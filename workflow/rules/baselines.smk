@@ -17,6 +17,8 @@ rule baseline:
         f"{RESULTS}/logs/cells/{{ruleset}}/{{policy}}/{{scenario}}/seed-{{seed}}.log",
     conda:
         "../../envs/runtime.yaml"
+    container:
+        APPTAINER_IMAGE
     params:
         code=CODE["cells"],
         samples=config["samples"],

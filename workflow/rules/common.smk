@@ -14,6 +14,8 @@ validate(config, schema="../schemas/config.schema.yaml")
 
 REPO = Path(workflow.basedir)
 RESULTS = "results"
+# The image rules run in under `--sdm apptainer`, if configured (see containers/README.md).
+APPTAINER_IMAGE = config["containers"].get("apptainer_image")
 # Jobs run the code of this checkout, whatever copy of the package is installed elsewhere: they
 # inherit this PYTHONPATH (a cluster job re-reads this file and sets it again).
 if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != str(REPO):

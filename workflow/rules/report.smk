@@ -15,6 +15,8 @@ rule tables:
         f"{RESULTS}/logs/tables.log",
     conda:
         "../../envs/runtime.yaml"
+    container:
+        APPTAINER_IMAGE
     params:
         code=CODE["tables"],
         out=lambda w, output: Path(output.summary).parent,
@@ -46,6 +48,8 @@ rule figures:
         f"{RESULTS}/logs/figures.log",
     conda:
         "../../envs/runtime.yaml"
+    container:
+        APPTAINER_IMAGE
     params:
         code=CODE["figures"],
         out=lambda w, output: Path(output.captions).parent,
@@ -70,6 +74,8 @@ rule report_html:
         f"{RESULTS}/logs/report_html.log",
     conda:
         "../../envs/runtime.yaml"
+    container:
+        APPTAINER_IMAGE
     params:
         code=CODE["html"],
         tables=lambda w, input: Path(input.tables).parent,
