@@ -38,18 +38,8 @@ FINAL_KEYS = {
     "steps",
     "done",
 }
-OUTCOME_COLUMNS = (
-    "completion",
-    "drift_detection",
-    "adaptation",
-    "efficiency",
-    "shaped_total",
-    "binary",
-    "cumulative_reward",
-    "success",
-    "score",
-    "steps",
-)
+# The replay `final` keys that are also episode columns.
+OUTCOME_COLUMNS = tuple(sorted(FINAL_KEYS - {"done"}))
 
 
 class Scripted:
