@@ -135,7 +135,3 @@ class Episode:
         self.docs: dict[str, Any] | None = None
         # Ruleset-specific scratch space (counters, caches), never shown to the agent.
         self.extra: dict[str, Any] = {}
-
-    @property
-    def last_response(self) -> dict[str, Any] | None:
-        return self.history[-1]["response"] if self.history else None

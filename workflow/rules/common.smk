@@ -141,7 +141,8 @@ CODE = {
 def container_engine():
     """The engine that builds the image, or None (with one log line saying why)."""
     wanted = config["containers"]["engine"]
-    if wanted == "none":
+    if wanted == "none" or not workflow.is_main_process:
+        # Jobs (a cluster job re-reads this file) never need the default targets.
         return None
     if not (REPO / "containers/env.Dockerfile").exists():
         logger.info(

@@ -222,7 +222,7 @@ class LegacyRuleset(Ruleset):
             + W_ADAPTATION * adaptation
             + W_EFFICIENCY * efficiency
         )
-        catastrophe = bool(ep.agent_state.get("catastrophe"))
+        catastrophe = self.catastrophe(ep)
         catastrophic_gate = 0.0 if catastrophe else 1.0
         if catastrophe:
             final_gate = 0.0
