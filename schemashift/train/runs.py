@@ -1,0 +1,217 @@
+"""Training runs: `train.defaults` and `train.runs.<name>` of config.yaml resolved into one setting set.
+
+Every knob a run may change is declared here with its default (the seed document's Run 1
+settings), so that a misspelt override is an error instead of a silently ignored key, and the
+trainer, the workflow and the report all read the same resolved values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+REWARD_VARIANTS = ("v1", "binary", "legacy_cumulative")
+BACKENDS = ("auto", "transformers", "unsloth", "vllm")
+#: Keys of one `train.runs.<name>` entry; `report_step` names the checkpoint the report calls
+#: "trained" (default: the last one), `enabled: false` keeps an optional run out of the workflow.
+RUN_KEYS = ("base_model", "ruleset", "split", "reward", "overrides", "report_step", "enabled", "description")
+
+#: Setting -> default. LoRA and GRPO values follow the TRAINING_LOG's Run 1 (with its adopted
+#: DAPO loss, cosine schedule, warmup 2, beta 0.01, grad-norm clip 1.0).
+DEFAULTS: dict[str, Any] = {
+    "lora_r": 16,
+    "lora_alpha": 32,
+    "lora_dropout": 0.0,
+    "lora_target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    "learning_rate": 5e-6,
+    "lr_scheduler_type": "cosine",
+    "warmup_steps": 2,
+    "num_generations": 4,
+    "per_device_train_batch_size": 1,
+    "gradient_accumulation_steps": 4,
+    "max_steps": 100,
+    "save_steps": 25,
+    "loss_type": "dapo",
+    "beta": 0.01,
+    "max_grad_norm": 1.0,
+    "temperature": 1.0,
+    "logging_steps": 1,
+    "seed": 0,
+    # Tokens the model may generate in one turn, and turns per rollout episode.
+    "max_turn_tokens": 256,
+    "max_turns": 16,
+    # Prompt budget of the interaction format (oldest turns are summarised beyond it).
+    "max_prompt_tokens": 3072,
+    "load_in_4bit": True,
+    "backend": "auto",
+    "vllm_gpu_memory_utilization": 0.3,
+    # Supervised warm start on oracle trajectories before GRPO; 0 = none.
+    "sft_steps": 0,
+    # Which tasks the dataset draws: scenarios (or families) and whether generated compositions join.
+    "scenarios": "all",
+    "compositions": False,
+    "dataset_size": 512,
+    # The seed document's go/no-go check happens at this step.
+    "go_no_go_step": 20,
+    "push_to_hub": False,
+    "hub_model_id": None,
+    "hub_strategy": "every_save",
+    "report_to": "none",
+}
+
+
+class RunConfigError(ValueError):
+    """A training run in the config is missing, misspelt or inconsistent."""
+
+
+@dataclass(frozen=True)
+class TrainRun:
+    """One resolved training run: what it trains, on what, with which reward and settings."""
+
+    name: str
+    base_model: str
+    ruleset: str
+    split: str | None
+    reward: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    report_step: int | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        return self.settings[key]
+
+    def save_steps(self) -> list[int]:
+        return _save_steps(self.settings)
+
+    def reported_step(self) -> int:
+        """The checkpoint the report shows as "trained": the configured one, else the last."""
+        return self.report_step if self.report_step is not None else self.save_steps()[-1]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "base_model": self.base_model,
+            "ruleset": self.ruleset,
+            "split": self.split,
+            "reward": self.reward,
+            "report_step": self.report_step,
+            "settings": dict(self.settings),
+        }
+
+
+def _save_steps(settings: dict[str, Any]) -> list[int]:
+    """The optimizer steps that leave a checkpoint: every `save_steps`, and the last step."""
+    every, last = settings["save_steps"], settings["max_steps"]
+    steps = list(range(every, last + 1, every))
+    return steps if steps and steps[-1] == last else [*steps, last]
+
+
+def _check_settings(where: str, values: dict[str, Any]) -> None:
+    unknown = sorted(set(values) - set(DEFAULTS))
+    if unknown:
+        raise RunConfigError(f"{where}: unknown training settings {unknown}; known: {sorted(DEFAULTS)}")
+
+
+def resolve_run(config: dict[str, Any], name: str, overrides: dict[str, Any] | None = None) -> TrainRun:
+    """Resolve run `name` of a (validated) config: DEFAULTS < train.defaults < run overrides < `overrides`."""
+    train = config.get("train") or {}
+    runs = train.get("runs") or {}
+    if name not in runs:
+        raise RunConfigError(f"no training run {name!r} in config; runs: {sorted(runs)}")
+    spec = dict(runs[name])
+    unknown = sorted(set(spec) - set(RUN_KEYS))
+    if unknown:
+        raise RunConfigError(
+            f"train.runs.{name}: unknown keys {unknown}; a run has {list(RUN_KEYS)} "
+            f"and puts training settings under 'overrides'"
+        )
+    identity = {key: spec.get(key) for key in ("base_model", "ruleset", "split", "reward")}
+    run_overrides = spec.get("overrides") or {}
+    defaults = train.get("defaults") or {}
+    _check_settings("train.defaults", defaults)
+    _check_settings(f"train.runs.{name}.overrides", run_overrides)
+    _check_settings("command-line overrides", overrides or {})
+    settings = {**DEFAULTS, **defaults, **run_overrides, **(overrides or {})}
+
+    missing = [key for key in ("base_model", "ruleset", "reward") if not identity[key]]
+    if missing:
+        raise RunConfigError(f"train.runs.{name}: missing {missing}")
+    if identity["reward"] not in REWARD_VARIANTS:
+        raise RunConfigError(
+            f"train.runs.{name}: unknown reward {identity['reward']!r}; choose one of {list(REWARD_VARIANTS)}"
+        )
+    if identity["reward"] == "legacy_cumulative" and identity["ruleset"] != "legacy":
+        raise RunConfigError(
+            f"train.runs.{name}: reward legacy_cumulative is the original's summed shaped reward and "
+            f"exists only on the legacy ruleset, not {identity['ruleset']!r}"
+        )
+    if settings["backend"] not in BACKENDS:
+        raise RunConfigError(f"train.runs.{name}: backend must be one of {list(BACKENDS)}")
+    for key in ("max_steps", "save_steps", "num_generations", "max_turn_tokens", "max_turns", "dataset_size"):
+        if not isinstance(settings[key], int) or settings[key] < 1:
+            raise RunConfigError(
+                f"train.runs.{name}: {key} must be a positive integer, got {settings[key]!r}"
+            )
+    if settings["num_generations"] < 2:
+        raise RunConfigError(f"train.runs.{name}: GRPO needs num_generations >= 2 to compare completions")
+    saved = _save_steps(settings)
+    if spec.get("report_step") is not None and spec["report_step"] not in saved:
+        raise RunConfigError(
+            f"train.runs.{name}: report_step {spec['report_step']} is not a saved step {saved}"
+        )
+    if settings["push_to_hub"] and not settings["hub_model_id"]:
+        raise RunConfigError(f"train.runs.{name}: push_to_hub needs a hub_model_id")
+    return TrainRun(
+        name=name,
+        base_model=identity["base_model"],
+        ruleset=identity["ruleset"],
+        split=identity["split"],
+        reward=identity["reward"],
+        settings=settings,
+        report_step=spec.get("report_step"),
+    )
+
+
+def lora_kwargs(run: TrainRun) -> dict[str, Any]:
+    """Keyword arguments of peft's LoraConfig for the run."""
+    return {
+        "r": run["lora_r"],
+        "lora_alpha": run["lora_alpha"],
+        "lora_dropout": run["lora_dropout"],
+        "target_modules": list(run["lora_target_modules"]),
+        "task_type": "CAUSAL_LM",
+    }
+
+
+def grpo_kwargs(run: TrainRun, output_dir: str, *, use_cpu: bool, use_vllm: bool) -> dict[str, Any]:
+    """Keyword arguments of TRL's GRPOConfig for the run (checked against TRL 1.16's fields)."""
+    kwargs: dict[str, Any] = {
+        "output_dir": output_dir,
+        "learning_rate": run["learning_rate"],
+        "lr_scheduler_type": run["lr_scheduler_type"],
+        "warmup_steps": run["warmup_steps"],
+        "num_generations": run["num_generations"],
+        "per_device_train_batch_size": run["per_device_train_batch_size"],
+        "gradient_accumulation_steps": run["gradient_accumulation_steps"],
+        "max_steps": run["max_steps"],
+        "save_steps": run["save_steps"],
+        "save_strategy": "steps",
+        "loss_type": run["loss_type"],
+        "beta": run["beta"],
+        "max_grad_norm": run["max_grad_norm"],
+        "temperature": run["temperature"],
+        "logging_steps": run["logging_steps"],
+        "seed": run["seed"],
+        "max_completion_length": run["max_turn_tokens"] * run["max_turns"],
+        "report_to": run["report_to"],
+        "use_cpu": use_cpu,
+        "bf16": not use_cpu,
+        "use_vllm": use_vllm,
+        "push_to_hub": run["push_to_hub"],
+        "hub_strategy": run["hub_strategy"],
+    }
+    if use_vllm:
+        kwargs["vllm_mode"] = "colocate"
+        kwargs["vllm_gpu_memory_utilization"] = run["vllm_gpu_memory_utilization"]
+    if run["push_to_hub"]:
+        kwargs["hub_model_id"] = run["hub_model_id"]
+    return kwargs

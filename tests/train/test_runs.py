@@ -1,0 +1,135 @@
+"""Training run resolution: the seed document's run matrix, defaults, overrides and bad configs."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from schemashift.train.runs import DEFAULTS, RunConfigError, grpo_kwargs, lora_kwargs, resolve_run
+
+ROOT = Path(__file__).parents[2]
+CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
+
+
+def test_default_config_holds_the_seed_documents_run_matrix():
+    runs = {name: resolve_run(CONFIG, name) for name in CONFIG["train"]["runs"]}
+    main = runs["run1"]
+    assert (main.base_model, main.ruleset, main.split, main.reward) == (
+        "Qwen/Qwen2.5-1.5B-Instruct",
+        "v1",
+        "train",
+        "v1",
+    )
+    assert runs["run2_binary"].reward == "binary" and runs["run2_binary"].base_model == main.base_model
+    assert runs["run3_coder"].base_model == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+    assert runs["run3_coder"].reward == main.reward
+    assert (runs["run4_legacy"].ruleset, runs["run4_legacy"].reward) == ("legacy", "legacy_cumulative")
+    assert runs["run5_compositions"]["compositions"] is True
+    for run in runs.values():
+        assert run.save_steps() == [25, 50, 75, 100]
+        assert run.reported_step() == 100
+
+
+def test_run1_settings_are_the_documented_defaults():
+    run = resolve_run(CONFIG, "run1")
+    lora = lora_kwargs(run)
+    assert (lora["r"], lora["lora_alpha"], lora["lora_dropout"]) == (16, 32, 0.0)
+    assert lora["target_modules"] == [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    ]
+    grpo = grpo_kwargs(run, "out", use_cpu=True, use_vllm=False)
+    expected = {
+        "learning_rate": 5e-6,
+        "lr_scheduler_type": "cosine",
+        "warmup_steps": 2,
+        "num_generations": 4,
+        "per_device_train_batch_size": 1,
+        "gradient_accumulation_steps": 4,
+        "max_steps": 100,
+        "save_steps": 25,
+        "loss_type": "dapo",
+        "beta": 0.01,
+        "max_grad_norm": 1.0,
+        "push_to_hub": False,
+        "use_cpu": True,
+        "bf16": False,
+    }
+    assert {key: grpo[key] for key in expected} == expected
+    assert "hub_model_id" not in grpo and "vllm_mode" not in grpo
+
+
+def test_vllm_and_hub_arguments_appear_only_when_asked_for():
+    config = copy.deepcopy(CONFIG)
+    config["train"]["runs"]["run1"]["overrides"] = {"push_to_hub": True, "hub_model_id": "org/model"}
+    grpo = grpo_kwargs(resolve_run(config, "run1"), "out", use_cpu=False, use_vllm=True)
+    assert grpo["vllm_mode"] == "colocate" and grpo["bf16"] is True
+    assert (grpo["hub_model_id"], grpo["hub_strategy"]) == ("org/model", "every_save")
+
+
+def test_precedence_is_defaults_then_config_defaults_then_run_then_command_line():
+    config = {
+        "train": {
+            "defaults": {"max_steps": 8, "save_steps": 4},
+            "runs": {
+                "r": {"base_model": "m", "ruleset": "v1", "reward": "v1", "overrides": {"save_steps": 2}}
+            },
+        }
+    }
+    run = resolve_run(config, "r", {"max_steps": 6})
+    assert (run["max_steps"], run["save_steps"], run["beta"]) == (6, 2, DEFAULTS["beta"])
+    assert run.save_steps() == [2, 4, 6]
+    uneven = resolve_run(config, "r", {"max_steps": 5})
+    assert uneven.save_steps() == [2, 4, 5]
+
+
+@pytest.mark.parametrize(
+    ("run", "message"),
+    [
+        ({"base_model": "m", "ruleset": "v1", "reward": "shaped"}, "unknown reward"),
+        ({"base_model": "m", "ruleset": "v1", "reward": "legacy_cumulative"}, "only on the legacy ruleset"),
+        ({"ruleset": "v1", "reward": "v1"}, "missing ['base_model']"),
+        ({"base_model": "m", "ruleset": "v1", "reward": "v1", "learning_rate": 1e-5}, "under 'overrides'"),
+        (
+            {"base_model": "m", "ruleset": "v1", "reward": "v1", "overrides": {"lr": 1}},
+            "unknown training settings",
+        ),
+        ({"base_model": "m", "ruleset": "v1", "reward": "v1", "overrides": {"num_generations": 1}}, ">= 2"),
+        (
+            {"base_model": "m", "ruleset": "v1", "reward": "v1", "overrides": {"max_steps": 0}},
+            "positive integer",
+        ),
+        (
+            {"base_model": "m", "ruleset": "v1", "reward": "v1", "overrides": {"push_to_hub": True}},
+            "hub_model_id",
+        ),
+        ({"base_model": "m", "ruleset": "v1", "reward": "v1", "overrides": {"backend": "tpu"}}, "backend"),
+        ({"base_model": "m", "ruleset": "v1", "reward": "v1", "report_step": 30}, "not a saved step"),
+    ],
+)
+def test_bad_runs_fail_with_a_message_naming_the_problem(run, message):
+    with pytest.raises(RunConfigError) as excinfo:
+        resolve_run({"train": {"runs": {"bad": run}}}, "bad")
+    assert message in str(excinfo.value)
+
+
+def test_unknown_run_names_the_runs_there_are():
+    with pytest.raises(RunConfigError, match="run1"):
+        resolve_run(CONFIG, "run9")
+
+
+def test_grpo_kwargs_are_fields_of_the_installed_trl():
+    trl = pytest.importorskip("trl")
+    import dataclasses
+
+    fields = {field.name for field in dataclasses.fields(trl.GRPOConfig)}
+    grpo = grpo_kwargs(resolve_run(CONFIG, "run1"), "out", use_cpu=False, use_vllm=True)
+    assert set(grpo) <= fields, sorted(set(grpo) - fields)
