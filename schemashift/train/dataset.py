@@ -1,0 +1,98 @@
+"""The GRPO dataset of a run: one row per training episode, drawn from the run's ruleset and split.
+
+Each row's prompt is the interaction format's opening (system prompt and task), the same
+messages evaluation starts from. The first message also carries the episode it opens
+(`ruleset/scenario/seed`) in an `episode` field, which chat templates ignore: TRL hands the
+rollout function only the prompts, and the rollout needs the exact episode to replay it.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from schemashift.env.environment import Environment
+from schemashift.env.rulesets import get_ruleset
+from schemashift.policies.llm.format import Conversation
+from schemashift.train.runs import TrainRun
+
+EPISODE_FIELD = "episode"
+
+
+class DatasetError(ValueError):
+    """The run asks for tasks its ruleset cannot provide."""
+
+
+def episode_key(ruleset: str, scenario: str, seed: int) -> str:
+    return f"{ruleset}/{scenario}/{seed}"
+
+
+def parse_episode_key(key: str) -> tuple[str, str, int]:
+    ruleset, scenario, seed = key.split("/")
+    return ruleset, scenario, int(seed)
+
+
+def training_scenarios(run: TrainRun) -> list[str]:
+    """The scenarios (families) a run trains on: `scenarios` of its settings, 'all' or a list."""
+    ruleset = get_ruleset(run.ruleset)
+    available = ruleset.scenario_ids()
+    wanted = run["scenarios"]
+    if wanted == "all":
+        return available
+    unknown = sorted(set(wanted) - set(available))
+    if unknown:
+        raise DatasetError(f"run {run.name}: unknown scenarios {unknown} for ruleset {run.ruleset!r}")
+    return list(wanted)
+
+
+def training_seeds(run: TrainRun, count: int) -> list[int]:
+    """`count` distinct seeds of the run's split, drawn with the run's seed.
+
+    Rulesets without splits (legacy, whose seed changes nothing) take 0..count-1.
+    """
+    ruleset = get_ruleset(run.ruleset)
+    splits = ruleset.splits()
+    if not splits:
+        return list(range(count))
+    if run.split not in splits:
+        raise DatasetError(
+            f"run {run.name}: ruleset {run.ruleset!r} has splits {sorted(splits)}, not {run.split!r}"
+        )
+    first, last = splits[run.split]
+    span = (last - first + 1) if last is not None else max(count * 100, 10_000)
+    if span < count:
+        raise DatasetError(f"run {run.name}: split {run.split!r} has {span} seeds, fewer than {count}")
+    rng = random.Random(f"train-seeds/{run.name}/{run['seed']}")
+    return sorted(first + offset for offset in rng.sample(range(span), count))
+
+
+def opening_messages(ruleset_name: str, scenario: str, seed: int) -> list[dict[str, Any]]:
+    """The first prompt of an episode in the interaction format, tagged with its episode key."""
+    ruleset = get_ruleset(ruleset_name)
+    observation = Environment(ruleset).reset(scenario, seed)
+    messages = [dict(message) for message in Conversation.for_ruleset(ruleset, observation).messages()]
+    for message in messages:
+        message[EPISODE_FIELD] = None
+    messages[0][EPISODE_FIELD] = episode_key(ruleset_name, scenario, seed)
+    return messages
+
+
+def build_rows(run: TrainRun) -> list[dict[str, Any]]:
+    """`dataset_size` rows cycling through the scenarios, each with its own seed of the split."""
+    scenarios = training_scenarios(run)
+    size = run["dataset_size"]
+    per_scenario = -(-size // len(scenarios))
+    seeds = training_seeds(run, per_scenario)
+    rows = []
+    for index in range(size):
+        scenario = scenarios[index % len(scenarios)]
+        seed = seeds[index // len(scenarios)]
+        rows.append(
+            {
+                "prompt": opening_messages(run.ruleset, scenario, seed),
+                "ruleset": run.ruleset,
+                "scenario": scenario,
+                "seed": seed,
+            }
+        )
+    return rows

@@ -1,0 +1,237 @@
+"""Closed-loop multi-turn rollouts for GRPO: the model plays whole episodes, turn by turn.
+
+TRL's `rollout_func` hook hands us the prompts of a generation batch (each already repeated
+`num_generations` times). For each we replay the episode named in its first message: the model
+generates one turn, the shared parser reads its action, the environment answers, the answer is
+rendered by the shared interaction format and appended, and the model generates again, seeing
+every observation, until the episode ends or `max_turns` is reached. All running episodes
+generate in one batch per turn (left padding, per-episode stop).
+
+What TRL trains on is one token sequence per episode: the opening prompt, then the model's turns
+interleaved with the environment's messages. `env_mask` marks the model's own tokens (1) and the
+environment's (0), so only the model's tokens carry loss. Environment segments are the text the
+chat template adds between two assistant turns, so the sequence equals the chat template's
+rendering of the evaluation conversation, and the model is trained exactly as it is evaluated.
+
+Episodes are bookkept by the rollout runner's episode class, so each rollout yields the same
+episode record as an evaluation; rewards are computed from that record (`schemashift.train.rewards`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemashift.env.rulesets import get_ruleset
+from schemashift.policies.llm.format import Conversation
+from schemashift.policies.llm.parser import parse_output
+from schemashift.rollout.backends import make_backend
+from schemashift.rollout.runner import Cell, RunContext, _Episode
+from schemashift.train.dataset import EPISODE_FIELD, parse_episode_key
+from schemashift.train.rewards import episode_reward, reward_components
+
+
+class TemplateError(RuntimeError):
+    """The chat template does not render a conversation as a prefix-stable sequence."""
+
+
+def _plain(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
+    return [{"role": m["role"], "content": m["content"]} for m in messages]
+
+
+@dataclass
+class _Play:
+    """One rollout episode: its bookkeeping, conversation and token sequence."""
+
+    episode: Any
+    conversation: Conversation
+    tools: tuple[str, ...]
+    kinds: tuple[str, ...]
+    observation: dict[str, Any]
+    rendered: str
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    turns: int = 0
+    model_tokens: int = 0
+    done: bool = False
+
+
+class ClosedLoopRollout:
+    """TRL `rollout_func`: plays each prompt's episode with the model being trained."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        reward: str,
+        max_turn_tokens: int,
+        max_turns: int,
+        temperature: float = 1.0,
+        backend: str = "inprocess",
+        context: RunContext | None = None,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.reward = reward
+        self.max_turn_tokens = max_turn_tokens
+        self.max_turns = max_turns
+        self.temperature = temperature
+        self.backend_spec = backend
+        self.context = context or RunContext(run_id=uuid.uuid4().hex, policy="grpo-rollout")
+        #: outcome rows of the episodes played since the last `drain()` (for the training metrics)
+        self.finished: list[dict[str, Any]] = []
+
+    # -- text <-> tokens -----------------------------------------------------------------------------
+    def _render(self, messages: list[dict[str, Any]]) -> str:
+        return self.tokenizer.apply_chat_template(
+            _plain(messages), add_generation_prompt=True, tokenize=False
+        )
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    # -- the episodes --------------------------------------------------------------------------------
+    def _open(self, prompt: list[dict[str, Any]]) -> _Play:
+        key = prompt[0].get(EPISODE_FIELD)
+        if not key:
+            raise ValueError(f"rollout prompt lacks its {EPISODE_FIELD!r} field; build it with train.dataset")
+        ruleset, scenario, seed = parse_episode_key(key)
+        episode = _Episode(make_backend(self.backend_spec), Cell(ruleset, scenario, seed), self.context)
+        observation = episode.start()
+        rules = get_ruleset(ruleset)
+        conversation = Conversation.for_ruleset(rules, observation)
+        rendered = self._render(conversation.messages())
+        if rendered != self._render(prompt):
+            raise ValueError(f"episode {key}: the dataset prompt no longer matches the environment's opening")
+        play = _Play(
+            episode,
+            conversation,
+            tuple(rules.tool_names),
+            tuple(rules.drift_kinds),
+            observation,
+            rendered,
+            self._encode(rendered),
+        )
+        play.done = bool(observation["done"])
+        return play
+
+    def _step(self, play: _Play, generated: list[int]) -> None:
+        """Apply one generated turn and append the environment's answer to the sequence."""
+        tokenizer = self.tokenizer
+        text = tokenizer.decode(generated, skip_special_tokens=True)
+        play.completion_ids += generated
+        play.env_mask += [1] * len(generated)
+        play.turns += 1
+        play.model_tokens += len(generated)
+        parsed = parse_output(text, play.tools, play.kinds)
+        action, failed = (parsed.action, False) if parsed.action is not None else (text, True)
+        usage = (len(play.prompt_ids) + len(play.completion_ids) - len(generated), len(generated))
+        play.observation = play.episode.apply(action, usage, failed, text)
+        play.done = bool(play.observation["done"])
+        if play.done or play.turns >= self.max_turns:
+            return
+        play.conversation.add_turn(text, play.observation)
+        rendered = self._render(play.conversation.messages())
+        before = play.rendered + text
+        if not rendered.startswith(before):
+            raise TemplateError("the chat template changed earlier turns when a turn was added")
+        segment = rendered[len(before) :]
+        # The template's end-of-turn text starts the segment; the model may have generated it already.
+        stop_text = tokenizer.decode(generated[-1:], skip_special_tokens=False) if generated else ""
+        if generated and generated[-1] in self._stop_ids and segment.startswith(stop_text):
+            segment = segment[len(stop_text) :]
+        ids = self._encode(segment)
+        play.completion_ids += ids
+        play.env_mask += [0] * len(ids)
+        play.rendered = rendered
+
+    def _generate(self, model: Any, sequences: list[list[int]]) -> list[list[int]]:
+        import torch
+
+        pad = self.tokenizer.pad_token_id
+        width = max(len(sequence) for sequence in sequences)
+        input_ids = torch.tensor([[pad] * (width - len(s)) + s for s in sequences], device=model.device)
+        attention = torch.tensor(
+            [[0] * (width - len(s)) + [1] * len(s) for s in sequences], device=model.device
+        )
+        with torch.no_grad():
+            output = model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                max_new_tokens=self.max_turn_tokens,
+                do_sample=self.temperature > 0,
+                temperature=self.temperature if self.temperature > 0 else None,
+                top_p=1.0,
+                top_k=0,
+                eos_token_id=sorted(self._stop_ids),
+                pad_token_id=pad,
+            )
+        turns = []
+        for row in output[:, width:].tolist():
+            cut = next((i + 1 for i, token in enumerate(row) if token in self._stop_ids), len(row))
+            turns.append(row[:cut])
+        return turns
+
+    def play(self, model: Any, prompts: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        """Play one episode per prompt in lockstep; the rollout_func result for TRL."""
+        plays = [self._open(prompt) for prompt in prompts]
+        while True:
+            running = [p for p in plays if not p.done and p.turns < self.max_turns]
+            if not running:
+                break
+            generated = self._generate(model, [p.prompt_ids + p.completion_ids for p in running])
+            for play, tokens in zip(running, generated, strict=True):
+                self._step(play, tokens)
+        outcomes, ended = [], []
+        for play in plays:
+            record = play.episode.finish().record
+            outcomes.append(record)
+            ended.append(play.done)
+            self.finished.append(
+                {
+                    **record,
+                    "ended": play.done,
+                    "model_tokens": play.model_tokens,
+                    "reward": episode_reward(self.reward, record, done=play.done),
+                    **reward_components(self.reward, record, done=play.done),
+                }
+            )
+        return {
+            "prompt_ids": [p.prompt_ids for p in plays],
+            "completion_ids": [p.completion_ids for p in plays],
+            "logprobs": None,
+            "env_mask": [p.env_mask for p in plays],
+            "outcome": outcomes,
+            "ended": ended,
+        }
+
+    @property
+    def _stop_ids(self) -> set[int]:
+        ids = {self.tokenizer.eos_token_id}
+        end_of_turn = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        if isinstance(end_of_turn, int) and end_of_turn != self.tokenizer.unk_token_id:
+            ids.add(end_of_turn)
+        return {i for i in ids if i is not None}
+
+    def __call__(self, prompts: list[list[dict[str, Any]]], trainer: Any) -> dict[str, Any]:
+        from trl.models import unwrap_model_for_generation
+
+        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
+            return self.play(model, prompts)
+
+    def drain(self) -> list[dict[str, Any]]:
+        finished, self.finished = self.finished, []
+        return finished
+
+
+def reward_function(variant: str):
+    """The TRL reward function of a variant: reads each rollout's episode record."""
+
+    def reward(prompts, completions, outcome, ended, **_: Any) -> list[float]:
+        return [
+            episode_reward(variant, record, done=done) for record, done in zip(outcome, ended, strict=True)
+        ]
+
+    reward.__name__ = f"schemashift_{variant}"
+    return reward

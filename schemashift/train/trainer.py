@@ -1,0 +1,244 @@
+"""GRPO training of a LoRA adapter with TRL, closed-loop against the environment.
+
+`train()` resolves a run from the config, picks the stack (transformers + peft anywhere; Unsloth
+or vLLM colocate generation on a GPU), builds the dataset from the run's ruleset and split, and
+trains with `GRPOTrainer` and the closed-loop `rollout_func`. Checkpoints land in
+`<out>/checkpoint-<step>/` (adapter, optimizer state, `manifest.json` written last), metrics in
+`<out>/metrics.jsonl` as they happen and `<out>/metrics.parquet` at every save. A run started
+again resumes from its last complete checkpoint and supersedes the metric rows logged after it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from schemashift.rollout.io import write_json
+from schemashift.train import backends as stacks
+from schemashift.train.checkpoints import complete_checkpoints, latest_checkpoint, write_manifest
+from schemashift.train.metrics import MetricsLog, write_go_no_go
+from schemashift.train.runs import TrainRun, grpo_kwargs, lora_kwargs, resolve_run
+
+DONE_NAME = "train.done.json"
+
+
+class TrainingError(RuntimeError):
+    """Training cannot start or continue (clear message, nothing half-written)."""
+
+
+def _device_facts() -> dict[str, Any]:
+    import torch
+
+    if torch.cuda.is_available():
+        return {
+            "gpu_type": torch.cuda.get_device_name(0),
+            "gpu_count": torch.cuda.device_count(),
+            "peak_gpu_mem_gb": torch.cuda.max_memory_allocated() / 2**30,
+        }
+    return {"gpu_type": None, "gpu_count": 0, "peak_gpu_mem_gb": None}
+
+
+def _mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def _callback_class():
+    from transformers import TrainerCallback
+
+    class Recorder(TrainerCallback):
+        """Turns TRL's logs and our rollouts into metric rows; writes manifests on save."""
+
+        def __init__(self, run: TrainRun, out: Path, rollout: Any, metrics: MetricsLog, facts: dict) -> None:
+            self.run, self.out, self.rollout, self.metrics, self.facts = run, out, rollout, metrics, facts
+            self.last_time = time.perf_counter()
+            self.last_step = None
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            logs = logs or {}
+            if "reward" not in logs or state.global_step == self.last_step:
+                return
+            episodes = self.rollout.drain()
+            now = time.perf_counter()
+            rewards = [e["reward"] for e in episodes]
+            row = {
+                "step": state.global_step,
+                "reward_mean": logs.get("reward"),
+                "reward_std": logs.get("reward_std"),
+                "reward_min": min(rewards) if rewards else None,
+                "reward_max": max(rewards) if rewards else None,
+                **{
+                    key: _mean([e.get(key) for e in episodes])
+                    for key in (
+                        "reward_completion",
+                        "reward_drift_detection",
+                        "reward_adaptation",
+                        "reward_efficiency",
+                        "reward_success",
+                        "reward_shaping",
+                    )
+                },
+                "loss": logs.get("loss"),
+                "kl": logs.get("kl"),
+                "grad_norm": logs.get("grad_norm"),
+                "learning_rate": logs.get("learning_rate"),
+                "completion_tokens": _mean([e["model_tokens"] for e in episodes]),
+                "tool_calls_per_episode": _mean([e.get("tool_calls") for e in episodes]),
+                "seconds_per_step": (now - self.last_time)
+                / max(1, state.global_step - (self.last_step or 0)),
+                **_device_facts(),
+            }
+            self.last_time, self.last_step = now, state.global_step
+            self.metrics.append(row)
+            if state.global_step == self.run["go_no_go_step"]:
+                write_go_no_go(self.out, self.metrics.lineage(), self.run["go_no_go_step"])
+
+        def on_step_end(self, args, state, control, **kwargs):
+            # The last step always leaves a checkpoint, even when it is not a multiple of save_steps.
+            if state.global_step == state.max_steps:
+                control.should_save = True
+            return control
+
+        def on_save(self, args, state, control, **kwargs):
+            step = state.global_step
+            write_manifest(self.out / f"checkpoint-{step}", step, **self.facts)
+            self.metrics.write_parquet()
+
+    return Recorder
+
+
+def _load_model(run: TrainRun, stack: str, use_cpu: bool):
+    """Model and tokenizer of the base model; Unsloth loads its own (4-bit) way."""
+    if stack == "unsloth":
+        from unsloth import FastLanguageModel  # must precede transformers/peft imports
+
+        model, tokenizer = FastLanguageModel.from_pretrained(
+            run.base_model, load_in_4bit=run["load_in_4bit"], max_seq_length=run["max_prompt_tokens"] * 2
+        )
+        model = FastLanguageModel.get_peft_model(
+            model, **{k: v for k, v in lora_kwargs(run).items() if k != "task_type"}
+        )
+        return model, tokenizer, None
+    import torch
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(run.base_model)
+    kwargs: dict[str, Any] = {"dtype": torch.float32 if use_cpu else torch.bfloat16}
+    if not use_cpu and run["load_in_4bit"] and stacks.installed("bitsandbytes"):
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16
+        )
+    model = AutoModelForCausalLM.from_pretrained(run.base_model, **kwargs)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer, LoraConfig(**lora_kwargs(run))
+
+
+def train(
+    config: dict[str, Any],
+    run_name: str,
+    out_dir: str | Path,
+    *,
+    overrides: dict[str, Any] | None = None,
+    resume: bool = False,
+    config_hash: str | None = None,
+    git_sha: str | None = None,
+    env_backend: str = "inprocess",
+) -> dict[str, Any]:
+    """Train one run to its last step; returns the summary written to `train.done.json`."""
+    run = resolve_run(config, run_name, overrides)
+    stack = stacks.select_backend(run["backend"])
+    out = Path(out_dir)
+    previous = latest_checkpoint(out)
+    if previous and not resume:
+        raise TrainingError(
+            f"{out} already holds checkpoints up to step {previous[0]}; pass --resume to continue "
+            f"or choose another --out"
+        )
+    if run["push_to_hub"] and not os.environ.get("HF_TOKEN"):
+        raise TrainingError("push_to_hub is on but HF_TOKEN is not set; export a Hub token or turn it off")
+    if previous and previous[0] >= run["max_steps"]:
+        return json.loads((out / DONE_NAME).read_text()) if (out / DONE_NAME).is_file() else _finish(out, run)
+
+    import torch
+
+    use_cpu = not torch.cuda.is_available()
+    model, tokenizer, peft_config = _load_model(run, stack, use_cpu)
+
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from schemashift.rollout.runner import RunContext
+    from schemashift.train.dataset import build_rows
+    from schemashift.train.rollout import ClosedLoopRollout, reward_function
+
+    context = RunContext(
+        run_id=f"train-{run.name}",
+        policy=f"grpo:{run.name}",
+        train_run=run.name,
+        base_model=run.base_model,
+        config_hash=config_hash,
+        git_sha=git_sha,
+    )
+    rollout = ClosedLoopRollout(
+        tokenizer,
+        reward=run.reward,
+        max_turn_tokens=run["max_turn_tokens"],
+        max_turns=run["max_turns"],
+        temperature=run["temperature"],
+        backend=env_backend,
+        context=context,
+    )
+    metrics = MetricsLog(out, run.name)
+    if previous:
+        metrics.resume_from(previous[0])
+    elif metrics.path.exists():
+        metrics.resume_from(0)
+    facts = {
+        "train_run": run.name,
+        "base_model": run.base_model,
+        "ruleset": run.ruleset,
+        "split": run.split,
+        "reward": run.reward,
+        "backend": stack,
+        "config_hash": config_hash,
+        "git_sha": git_sha,
+        "settings": run.settings,
+    }
+    args = GRPOConfig(**grpo_kwargs(run, str(out), use_cpu=use_cpu, use_vllm=stack == "vllm"))
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward_function(run.reward)],
+        args=args,
+        train_dataset=Dataset.from_list(build_rows(run)),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        rollout_func=rollout,
+        callbacks=[_callback_class()(run, out, rollout, metrics, facts)],
+    )
+    trainer.train(resume_from_checkpoint=str(previous[1]) if previous else None)
+    return _finish(out, run)
+
+
+def _finish(out: Path, run: TrainRun) -> dict[str, Any]:
+    metrics = MetricsLog(out, run.name)
+    metrics.write_parquet()
+    checkpoints = {step: str(path.name) for step, path in complete_checkpoints(out).items()}
+    missing = [step for step in run.save_steps() if step not in checkpoints]
+    if missing:
+        raise TrainingError(f"training ended without checkpoints for steps {missing} in {out}")
+    summary = {
+        "train_run": run.name,
+        "steps": run["max_steps"],
+        "checkpoints": checkpoints,
+        "lineage_steps": [row["step"] for row in metrics.lineage()],
+        "run": run.as_dict(),
+    }
+    write_json(out / DONE_NAME, summary)
+    return summary
