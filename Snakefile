@@ -11,6 +11,7 @@ configfile: "config.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/container.smk"
 include: "workflow/rules/baselines.smk"
+include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
 
@@ -19,3 +20,4 @@ rule all:
     default_target: True
     input:
         default_targets(),
+        evaluation_targets(),

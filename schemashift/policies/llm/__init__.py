@@ -1,0 +1,1 @@
+"""Model-backed policies: the interaction format, parsing, local and API models, the response cache."""

@@ -1,0 +1,356 @@
+"""Client of OpenAI-compatible chat completion APIs (vLLM's server, Ollama, the HF router, OpenAI).
+
+Standard library only (urllib), so the API policy needs no extra package. What an evaluation
+against a shared, rate-limited endpoint needs:
+
+- a concurrency cap shared by every call on one client (`complete_many` runs its requests
+  concurrently under it);
+- a timeout per attempt, and retries with exponential backoff and jitter on 408, 429, 5xx,
+  connection errors and timeouts, honouring `Retry-After` (seconds or an HTTP date) and
+  `retry-after-ms` up to `max_backoff_s`;
+- `ApiError` with the status and the server's own message on any other 4xx and after the last
+  retry;
+- the key read from the environment variable named by `api_key_env` and sent only as a Bearer
+  header: it never appears in exceptions, logs, `repr` or `identity()`, which keys the response
+  cache. Messages taken from a server's answer have the key blanked out, in case it is echoed.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import json
+import logging
+import os
+import random
+import socket
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+
+from schemashift.policies.llm.completion import Completion
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+_REDACTED = "***"
+# Keyword arguments of `complete`, which are also the keys of a `complete_many` request.
+_REQUEST_KEYS = frozenset({"messages", "max_tokens", "temperature", "top_p", "seed", "stop"})
+
+
+class ApiError(RuntimeError):
+    """A request that failed for good: `status` is the HTTP status (None for a connection error
+    or timeout) and `attempts` how many times it was sent."""
+
+    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1):
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
+
+
+class _Retryable(Exception):
+    """One failed attempt that may succeed when repeated."""
+
+    def __init__(self, message: str, status: int | None = None, retry_after: float | None = None):
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+def _endpoint(base_url: str) -> tuple[str, str]:
+    """(request URL of /chat/completions, the base URL as identity shows it: no query)."""
+    if not isinstance(base_url, str) or not base_url.strip():
+        raise ValueError("base_url must be a non-empty URL such as http://127.0.0.1:8000/v1")
+    parts = urllib.parse.urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            "base_url must be an http:// or https:// URL with a host, such as http://127.0.0.1:8000/v1"
+        )
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(
+            "base_url must not carry credentials; put the key in an environment variable named by api_key_env"
+        )
+    path = parts.path.rstrip("/")
+    if path.endswith("/chat/completions"):
+        path = path[: -len("/chat/completions")]
+    base = urllib.parse.urlunsplit((parts.scheme, parts.netloc.lower(), path, "", ""))
+    url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, f"{path}/chat/completions", parts.query, ""))
+    return url, base
+
+
+def _retry_after(headers) -> float | None:
+    """Seconds the server asks us to wait, from retry-after-ms or Retry-After (seconds or date)."""
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("Retry-After")
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _error_message(body: bytes) -> str:
+    """The server's own words from an error body: OpenAI's {"error": {"message"}}, vLLM's
+    {"message"}, Ollama's {"error": "..."}, or the raw text."""
+    text = body.decode("utf-8", errors="replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text[:500] or "(empty body)"
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:500]
+        if isinstance(error, str) and error:
+            return error[:500]
+        if data.get("message"):
+            return str(data["message"])[:500]
+        if data.get("detail"):
+            return str(data["detail"])[:500]
+    return text[:500]
+
+
+def _text_of(message: dict) -> str:
+    """The assistant's text; tool calls (from a server that answers with them) become
+    <tool_call> tags, which the action parser reads like any other model output."""
+    content = message.get("content")
+    if isinstance(content, list):  # content parts
+        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    text = content if isinstance(content, str) else ""
+    calls = message.get("tool_calls") or []
+    tags = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            continue
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                pass
+        tags.append(
+            f"<tool_call>{json.dumps({'name': function.get('name'), 'arguments': arguments})}</tool_call>"
+        )
+    return "\n".join(filter(None, [text, *tags]))
+
+
+def _check_messages(messages) -> list[dict]:
+    if not isinstance(messages, (list, tuple)) or not messages:
+        raise ValueError("messages must be a non-empty list of {'role', 'content'} dicts")
+    for i, message in enumerate(messages):
+        if (
+            not isinstance(message, dict)
+            or not isinstance(message.get("role"), str)
+            or "content" not in message
+        ):
+            raise ValueError(f"messages[{i}] must be a dict with a string 'role' and a 'content'")
+    return list(messages)
+
+
+class ChatClient:
+    """Chat completions from one model behind one OpenAI-compatible endpoint; thread-safe."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key_env: str | None = None,
+        max_concurrency: int = 4,
+        timeout_s: float = 60.0,
+        max_retries: int = 5,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 30.0,
+    ):
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError("model must be a non-empty model id")
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be at least 0, got {max_retries}")
+        if backoff_s < 0 or max_backoff_s < 0:
+            raise ValueError("backoff_s and max_backoff_s must not be negative")
+        self.model = model
+        self.url, self.base_url = _endpoint(base_url)
+        self.api_key_env = api_key_env
+        self.max_concurrency = max_concurrency
+        self.timeout_s = float(timeout_s)
+        self.max_retries = max_retries
+        self.backoff_s = float(backoff_s)
+        self.max_backoff_s = float(max_backoff_s)
+        self._key = None
+        if api_key_env is not None:
+            key = os.environ.get(api_key_env, "").strip()
+            if not key:
+                raise ValueError(f"the API key variable {api_key_env} is not set (or is empty)")
+            self._key = key
+        self._slots = threading.BoundedSemaphore(max_concurrency)
+
+    def __repr__(self) -> str:
+        key = f", api_key_env={self.api_key_env!r}" if self.api_key_env else ""
+        return f"ChatClient({self.base_url!r}, {self.model!r}{key}, max_concurrency={self.max_concurrency})"
+
+    def identity(self) -> dict:
+        """What the responses depend on, for cache keys: the API flavour, model id and base URL
+        (no credentials, no query)."""
+        return {"api": "openai-chat", "model": self.model, "base_url": self.base_url}
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._key, _REDACTED) if self._key else text
+
+    def complete(
+        self,
+        messages: list[dict],
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        stop: list[str] | str | None = None,
+    ) -> Completion:
+        """One chat completion, retried as the module docstring says; raises ApiError."""
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        body = {
+            "model": self.model,
+            "messages": _check_messages(messages),
+            "max_tokens": max_tokens,
+            "temperature": float(temperature),
+            "top_p": float(top_p),
+            "stream": False,
+        }
+        if seed is not None:
+            body["seed"] = int(seed)
+        if stop:
+            body["stop"] = [stop] if isinstance(stop, str) else list(stop)
+        payload = json.dumps(body).encode("utf-8")
+        attempts = self.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._attempt(payload)
+            except _Retryable as failure:
+                if attempt == attempts:
+                    raise ApiError(
+                        f"{self.model} at {self.base_url}: {failure} (gave up after {attempts} attempts)",
+                        status=failure.status,
+                        attempts=attempts,
+                    ) from None
+                delay = self._delay(attempt, failure.retry_after)
+                log.warning(
+                    "%s at %s: %s; retry %d/%d in %.2f s",
+                    self.model,
+                    self.base_url,
+                    failure,
+                    attempt,
+                    self.max_retries,
+                    delay,
+                )
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        """Retry-After when the server sent one, else exponential backoff with full jitter."""
+        if retry_after is not None:
+            return min(retry_after, self.max_backoff_s)
+        ceiling = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
+        return random.uniform(ceiling / 2, ceiling)
+
+    def _attempt(self, payload: bytes) -> Completion:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        request = urllib.request.Request(self.url, data=payload, headers=headers, method="POST")
+        with self._slots:
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                    status, raw = response.status, response.read()
+            except urllib.error.HTTPError as error:
+                with error:
+                    status, raw, headers = error.code, error.read(), error.headers
+                message = self._scrub(_error_message(raw))
+                if status in RETRY_STATUSES or status >= 500:
+                    raise _Retryable(f"HTTP {status}: {message}", status, _retry_after(headers)) from None
+                raise ApiError(
+                    f"{self.model} at {self.base_url}: HTTP {status}: {message}", status=status
+                ) from None
+            except TimeoutError:
+                raise _Retryable(f"no answer within {self.timeout_s:g} s") from None
+            except urllib.error.URLError as error:
+                reason = error.reason
+                if isinstance(reason, (TimeoutError, socket.timeout)):
+                    raise _Retryable(f"no answer within {self.timeout_s:g} s") from None
+                raise _Retryable(f"connection failed: {self._scrub(str(reason))}") from None
+            except (ConnectionError, http.client.HTTPException, OSError) as error:
+                raise _Retryable(
+                    f"connection failed: {self._scrub(type(error).__name__ + ': ' + str(error))}"
+                ) from None
+        return self._parse(status, raw)
+
+    def _parse(self, status: int, raw: bytes) -> Completion:
+        try:
+            data = json.loads(raw)
+            message = data["choices"][0]["message"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            snippet = self._scrub(raw[:200].decode("utf-8", errors="replace"))
+            raise ApiError(
+                f"{self.model} at {self.base_url}: the HTTP {status} answer is not a chat completion: "
+                f"{snippet!r}",
+                status=status,
+            ) from None
+        usage = data.get("usage") or {}
+        return Completion(
+            text=_text_of(message),
+            tokens_in=int(usage.get("prompt_tokens") or 0),
+            tokens_out=int(usage.get("completion_tokens") or 0),
+        )
+
+    def complete_many(self, requests: list[dict], *, return_errors: bool = False) -> list[Completion]:
+        """`complete(**request)` for every request, run concurrently under the cap, in order.
+        Every request finishes before the first failure is raised; with `return_errors` the
+        failed entries are their ApiError instead."""
+        for i, request in enumerate(requests):
+            if not isinstance(request, dict):
+                raise TypeError(f"requests[{i}] must be a dict of complete() arguments")
+            unknown = set(request) - _REQUEST_KEYS
+            if unknown:
+                raise ValueError(
+                    f"requests[{i}] has unknown keys {sorted(unknown)}; allowed: {sorted(_REQUEST_KEYS)}"
+                )
+        if not requests:
+            return []
+        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(requests))) as pool:
+            futures = [pool.submit(lambda r: self.complete(**r), request) for request in requests]
+            outcomes = []
+            for future in futures:
+                try:
+                    outcomes.append(future.result())
+                except ApiError as error:
+                    outcomes.append(error)
+        if not return_errors:
+            for outcome in outcomes:
+                if isinstance(outcome, ApiError):
+                    raise outcome
+        return outcomes

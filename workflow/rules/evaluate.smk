@@ -1,0 +1,78 @@
+"""Model evaluations: API baselines, the untrained base models (step 0) and every checkpoint.
+
+One job per (model or checkpoint, ruleset) plays that ruleset's evaluation cells in one
+`schemashift eval` process (the local model is loaded once and its episodes batched):
+  results/eval/api/<model>/<ruleset>/      an enabled API baseline of config `models`
+  results/eval/base/<model>/<ruleset>/     a training run's untrained base model, shared by its runs
+  results/eval/<run>/step-<n>/<ruleset>/   checkpoint n of training run <run>
+Each job keeps a response cache next to the results (results/cache/eval/...), so a rerun or a
+killed job replays what it already generated or paid for.
+"""
+
+
+include: "models.smk"
+
+
+# API jobs wait on the network, not the CPU, and compute nodes may have no route out.
+localrules:
+    evaluate_api,
+
+
+rule evaluate_api:
+    output:
+        episodes=f"{RESULTS}/eval/api/{{model}}/{{ruleset}}/episodes.parquet",
+        drifts=f"{RESULTS}/eval/api/{{model}}/{{ruleset}}/drifts.parquet",
+        trajectories=f"{RESULTS}/eval/api/{{model}}/{{ruleset}}/trajectories.jsonl.gz",
+    log:
+        f"{RESULTS}/logs/eval/api/{{model}}/{{ruleset}}.log",
+    wildcard_constraints:
+        model="(?!step-[0-9]+/)[A-Za-z0-9][A-Za-z0-9._-]*",
+    conda:
+        "../../envs/runtime.yaml"
+    container:
+        APPTAINER_IMAGE
+    params:
+        code=CODE["eval"],
+        policy=lambda w: API_MODELS[w.model]["policy"],
+        endpoint=lambda w: f"--base-url {shlex.quote(api_base_url(w.model))} {api_key_option(w.model)}",
+        client=lambda w: (
+            f"--max-concurrency {API_MODELS[w.model].get('max_concurrency', 4)} "
+            f"--timeout {API_MODELS[w.model].get('timeout_s', 120)}"
+        ),
+        cells=lambda w: cells_args(w.ruleset),
+        cache=lambda w: f"{RESULTS}/cache/eval/api/{w.model}/{w.ruleset}.sqlite",
+        out=lambda w, output: Path(output.episodes).parent,
+    shell:
+        "python -m schemashift.cli eval --policy '{params.policy}' {params.endpoint} {params.client} "
+        "--ruleset {wildcards.ruleset} {params.cells} --cache {params.cache} --out {params.out} "
+        "> {log} 2>&1"
+
+
+# resources: gpu=1 lets `--resources gpu=N` bound the GPU jobs here; profiles/slurm turns it
+# into --gpus=1 and adds the cluster's CPUs, memory and wall time.
+rule evaluate:
+    input:
+        adapter=lambda w: evaluated_model(w.subject)[1] or [],
+    output:
+        episodes=f"{RESULTS}/eval/{{subject}}/{{ruleset}}/episodes.parquet",
+        drifts=f"{RESULTS}/eval/{{subject}}/{{ruleset}}/drifts.parquet",
+        trajectories=f"{RESULTS}/eval/{{subject}}/{{ruleset}}/trajectories.jsonl.gz",
+    log:
+        f"{RESULTS}/logs/eval/{{subject}}/{{ruleset}}.log",
+    wildcard_constraints:
+        subject="base/[A-Za-z0-9._-]+|(?!api/)[A-Za-z0-9][A-Za-z0-9._-]*/step-[0-9]+",
+    conda:
+        "../../envs/runtime.yaml"
+    container:
+        APPTAINER_IMAGE
+    resources:
+        gpu=1,
+    params:
+        code=CODE["eval"],
+        policy=lambda w: evaluated_model(w.subject)[0],
+        cells=lambda w: cells_args(w.ruleset),
+        cache=lambda w: f"{RESULTS}/cache/eval/{w.subject}/{w.ruleset}.sqlite",
+        out=lambda w, output: Path(output.episodes).parent,
+    shell:
+        "python -m schemashift.cli eval --policy '{params.policy}' --ruleset {wildcards.ruleset} "
+        "{params.cells} --cache {params.cache} --out {params.out} > {log} 2>&1"

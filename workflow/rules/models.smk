@@ -1,0 +1,205 @@
+"""Helpers of the model evaluations (evaluate.smk): which API baselines are enabled, where their
+endpoints and keys come from, whether training (and so checkpoint evaluation) is on, and the
+checkpoints and base models of the training runs."""
+
+import re
+import shlex
+import shutil
+import subprocess
+
+EVAL_FILES = ("episodes.parquet", "drifts.parquet", "trajectories.jsonl.gz")
+CODE["eval"] = code_digest(
+    *_CLI_CORE,
+    *_RECORDS,
+    "schemashift/env",
+    "schemashift/policies",
+    "schemashift/rollout",
+    "schemashift/cli/verbs/eval.py",
+    "schemashift/cli/progress.py",
+)
+
+
+def cells_args(ruleset):
+    """--scenarios and --seeds of a ruleset's evaluation cells (validated by evaluation_cells)."""
+    evaluation_cells(ruleset)
+    cells = config["evaluation"][ruleset]
+    scenarios = cells["scenarios"]
+    seeds = cells["seeds"]
+    scenarios = scenarios if isinstance(scenarios, str) else ",".join(scenarios)
+    seeds = ",".join(map(str, seeds)) if isinstance(seeds, list) else str(seeds)
+    return f"--scenarios {scenarios} --seeds {seeds} --samples {config['samples']}"
+
+
+# --- API baselines ------------------------------------------------------------------------------
+
+
+def _set(name):
+    return bool(name) and bool(os.environ.get(name, "").strip())
+
+
+def api_models():
+    """The enabled API models by name (see `models` in the config schema)."""
+    enabled = {}
+    for name, model in config["models"].items():
+        switch = model.get("enabled", "auto")
+        key, url = model.get("key_env"), model.get("base_url_env")
+        if switch == "auto":
+            on = _set(key) or _set(url) or (key is None and url is None)
+        else:
+            on = switch is True
+            if on and key and not _set(key) and not _set(url):
+                raise ValueError(
+                    f"config: models.{name} is enabled but its key variable {key} is not set"
+                )
+        if on:
+            enabled[name] = model
+    return enabled
+
+
+def api_base_url(name):
+    model = config["models"][name]
+    override = model.get("base_url_env")
+    return os.environ[override].strip() if _set(override) else model["base_url"]
+
+
+def api_key_option(name):
+    """The key's variable name (never its value) when it is set; a keyless local server otherwise."""
+    key = config["models"][name].get("key_env")
+    return f"--api-key-env {key}" if _set(key) else ""
+
+
+API_MODELS = api_models()
+# Remote executors hand these to the jobs; their values never appear in a command or a log.
+workflow.register_envvars(
+    *sorted({m["key_env"] for m in API_MODELS.values() if _set(m.get("key_env"))})
+)
+
+
+def api_targets():
+    return [
+        f"{RESULTS}/eval/api/{name}/{ruleset}/{file}"
+        for name in API_MODELS
+        for ruleset in config["rulesets"]
+        for file in EVAL_FILES
+    ]
+
+
+# --- the base models and the checkpoints of training runs ----------------------------------------
+
+
+def gpu_visible():
+    """A GPU this machine can use: CUDA_VISIBLE_DEVICES names one, or nvidia-smi lists one."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return visible.strip() not in ("", "-1", "NoDevFiles")
+    if shutil.which("nvidia-smi") is None:
+        return False
+    try:
+        listing = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return listing.returncode == 0 and "GPU " in listing.stdout
+
+
+def train_enabled():
+    switch = config["train"]["enabled"]
+    if switch == "auto":
+        # Jobs (a cluster job re-reads this file) never need the default targets.
+        return workflow.is_main_process and gpu_visible()
+    return switch is True
+
+
+def run_settings(run):
+    if run not in config["train"]["runs"]:
+        raise ValueError(
+            f"config: no training run {run!r}; runs: {sorted(config['train']['runs'])}"
+        )
+    return {**config["train"]["defaults"], **config["train"]["runs"][run]}
+
+
+def checkpoint_steps(run):
+    """The steps a run saves a checkpoint at: its `checkpoints` list, or every `save_steps` up
+    to `max_steps` (and `max_steps` itself)."""
+    settings = run_settings(run)
+    if "checkpoints" in settings:
+        steps = settings["checkpoints"]
+    elif "max_steps" in settings and "save_steps" in settings:
+        last, every = settings["max_steps"], settings["save_steps"]
+        if not (isinstance(last, int) and isinstance(every, int) and 0 < every <= last):
+            raise ValueError(
+                f"config: train run {run!r} needs 0 < save_steps <= max_steps (integers)"
+            )
+        steps = sorted({*range(every, last + 1, every), last})
+    else:
+        raise ValueError(
+            f"config: train run {run!r} lists no checkpoints: set `checkpoints` or `max_steps` "
+            "and `save_steps` (in the run or in train.defaults)"
+        )
+    if not steps or not all(isinstance(s, int) and s > 0 for s in steps):
+        raise ValueError(
+            f"config: train run {run!r}: checkpoints must be positive integers, got {steps}"
+        )
+    return sorted(set(steps))
+
+
+def model_slug(model):
+    """A base model id or path as one folder name: Qwen/Qwen2.5-1.5B-Instruct -> Qwen--Qwen2.5-1.5B-Instruct."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "--", model).strip("-.") or "model"
+
+
+def base_models():
+    """Slug -> base model of every training run (one step-0 evaluation each)."""
+    bases = {}
+    for run in config["train"]["runs"]:
+        model = run_settings(run)["base_model"]
+        other = bases.setdefault(model_slug(model), model)
+        if other != model:
+            raise ValueError(
+                f"config: base models {other!r} and {model!r} share the folder {model_slug(model)!r}"
+            )
+    return bases
+
+
+def checkpoint_dir(run, step):
+    return f"{RESULTS}/train/{run}/checkpoint-{step}"
+
+
+def evaluated_model(subject):
+    """(policy spec, checkpoint input or None) of an evaluation subject: base/<slug> or <run>/step-<n>."""
+    head, tail = subject.split("/")
+    if head == "base":
+        bases = base_models()
+        if tail not in bases:
+            raise ValueError(
+                f"no training run has the base model folder {tail!r}; known: {sorted(bases)}"
+            )
+        return f"hf:{bases[tail]}", None
+    step = int(tail.removeprefix("step-"))
+    if step not in checkpoint_steps(head):
+        raise ValueError(
+            f"train run {head!r} saves no checkpoint {step}; its checkpoints: {checkpoint_steps(head)}"
+        )
+    adapter = checkpoint_dir(head, step)
+    return f"hf:{run_settings(head)['base_model']}@{adapter}", adapter
+
+
+def model_targets():
+    subjects = [f"base/{slug}" for slug in base_models()]
+    subjects += [
+        f"{run}/step-{step}"
+        for run in config["train"]["runs"]
+        for step in checkpoint_steps(run)
+    ]
+    return [
+        f"{RESULTS}/eval/{subject}/{ruleset}/{file}"
+        for subject in subjects
+        for ruleset in config["rulesets"]
+        for file in EVAL_FILES
+    ]
+
+
+def evaluation_targets():
+    """The API baselines always; the base models and checkpoints where training is enabled."""
+    return api_targets() + (model_targets() if train_enabled() else [])
