@@ -12,6 +12,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/container.smk"
 include: "workflow/rules/baselines.smk"
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
 

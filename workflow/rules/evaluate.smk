@@ -52,7 +52,7 @@ rule evaluate_api:
 # into --gpus=1 and adds the cluster's CPUs, memory and wall time.
 rule evaluate:
     input:
-        adapter=lambda w: evaluated_model(w.subject)[1] or [],
+        trained=lambda w: evaluated_model(w.subject)[1] or [],
     output:
         episodes=f"{RESULTS}/eval/{{subject}}/{{ruleset}}/episodes.parquet",
         drifts=f"{RESULTS}/eval/{{subject}}/{{ruleset}}/drifts.parquet",

@@ -7,6 +7,8 @@ import shlex
 import shutil
 import subprocess
 
+from schemashift.train.runs import RunConfigError, resolve_run
+
 EVAL_FILES = ("episodes.parquet", "drifts.parquet", "trajectories.jsonl.gz")
 CODE["eval"] = code_digest(
     *_CLI_CORE,
@@ -111,37 +113,37 @@ def train_enabled():
     return switch is True
 
 
-def run_settings(run):
-    if run not in config["train"]["runs"]:
-        raise ValueError(
-            f"config: no training run {run!r}; runs: {sorted(config['train']['runs'])}"
-        )
-    return {**config["train"]["defaults"], **config["train"]["runs"][run]}
+def train_run(run):
+    """The resolved training run (schemashift.train.runs: defaults < train.defaults < run)."""
+    try:
+        return resolve_run(config, run)
+    except RunConfigError as exc:
+        raise ValueError(f"config: {exc}") from None
+
+
+def train_runs():
+    """Names of the enabled training runs (`enabled: false` keeps an optional run out)."""
+    return [
+        run
+        for run, spec in config["train"]["runs"].items()
+        if spec.get("enabled", True)
+    ]
+
+
+def run_config(run):
+    """The config a train job reads: the shared defaults and this run alone."""
+    train_run(run)
+    return {
+        "train": {
+            "defaults": config["train"]["defaults"],
+            "runs": {run: config["train"]["runs"][run]},
+        }
+    }
 
 
 def checkpoint_steps(run):
-    """The steps a run saves a checkpoint at: its `checkpoints` list, or every `save_steps` up
-    to `max_steps` (and `max_steps` itself)."""
-    settings = run_settings(run)
-    if "checkpoints" in settings:
-        steps = settings["checkpoints"]
-    elif "max_steps" in settings and "save_steps" in settings:
-        last, every = settings["max_steps"], settings["save_steps"]
-        if not (isinstance(last, int) and isinstance(every, int) and 0 < every <= last):
-            raise ValueError(
-                f"config: train run {run!r} needs 0 < save_steps <= max_steps (integers)"
-            )
-        steps = sorted({*range(every, last + 1, every), last})
-    else:
-        raise ValueError(
-            f"config: train run {run!r} lists no checkpoints: set `checkpoints` or `max_steps` "
-            "and `save_steps` (in the run or in train.defaults)"
-        )
-    if not steps or not all(isinstance(s, int) and s > 0 for s in steps):
-        raise ValueError(
-            f"config: train run {run!r}: checkpoints must be positive integers, got {steps}"
-        )
-    return sorted(set(steps))
+    """The steps a run saves a checkpoint at: every `save_steps`, and `max_steps`."""
+    return train_run(run).save_steps()
 
 
 def model_slug(model):
@@ -152,8 +154,8 @@ def model_slug(model):
 def base_models():
     """Slug -> base model of every training run (one step-0 evaluation each)."""
     bases = {}
-    for run in config["train"]["runs"]:
-        model = run_settings(run)["base_model"]
+    for run in train_runs():
+        model = train_run(run).base_model
         other = bases.setdefault(model_slug(model), model)
         if other != model:
             raise ValueError(
@@ -166,8 +168,14 @@ def checkpoint_dir(run, step):
     return f"{RESULTS}/train/{run}/checkpoint-{step}"
 
 
+def train_done(run):
+    """The train rule's completion record; checkpoints are not outputs, so a rerun resumes."""
+    return f"{RESULTS}/train/{run}/train.done.json"
+
+
 def evaluated_model(subject):
-    """(policy spec, checkpoint input or None) of an evaluation subject: base/<slug> or <run>/step-<n>."""
+    """(policy spec, input or None) of an evaluation subject: base/<slug> or <run>/step-<n>; a
+    checkpoint's input is its run's completion record."""
     head, tail = subject.split("/")
     if head == "base":
         bases = base_models()
@@ -182,15 +190,13 @@ def evaluated_model(subject):
             f"train run {head!r} saves no checkpoint {step}; its checkpoints: {checkpoint_steps(head)}"
         )
     adapter = checkpoint_dir(head, step)
-    return f"hf:{run_settings(head)['base_model']}@{adapter}", adapter
+    return f"hf:{train_run(head).base_model}@{adapter}", train_done(head)
 
 
 def model_targets():
     subjects = [f"base/{slug}" for slug in base_models()]
     subjects += [
-        f"{run}/step-{step}"
-        for run in config["train"]["runs"]
-        for step in checkpoint_steps(run)
+        f"{run}/step-{step}" for run in train_runs() for step in checkpoint_steps(run)
     ]
     return [
         f"{RESULTS}/eval/{subject}/{ruleset}/{file}"

@@ -1,0 +1,56 @@
+"""GRPO training: one job per run of `train.runs`, on a GPU where one is configured.
+
+The job writes results/train/<run>/checkpoint-<step>/ (adapter + manifest.json) for every saved
+step and results/train/<run>/metrics.parquet, then train.done.json. Only the completion record
+and the metrics are declared outputs: Snakemake deletes the outputs of an interrupted job before
+it reruns it, and the checkpoints must survive so that the rerun resumes from the last one.
+"""
+
+CODE["train"] = code_digest(
+    *_CLI_CORE,
+    *_RECORDS,
+    "schemashift/env",
+    "schemashift/policies",
+    "schemashift/rollout",
+    "schemashift/train",
+    "schemashift/cli/verbs/train.py",
+)
+
+
+localrules:
+    train_config,
+
+
+# The run's own slice of the config, so that a change to another run retrains nothing.
+rule train_config:
+    output:
+        f"{RESULTS}/train/{{run}}/run-config.json",
+    params:
+        run=lambda w: run_config(w.run),
+    run:
+        from schemashift.rollout.io import write_json
+
+        write_json(output[0], params.run)
+
+
+rule train:
+    input:
+        config=f"{RESULTS}/train/{{run}}/run-config.json",
+    output:
+        done=f"{RESULTS}/train/{{run}}/train.done.json",
+        metrics=f"{RESULTS}/train/{{run}}/metrics.parquet",
+    log:
+        f"{RESULTS}/logs/train/{{run}}.log",
+    conda:
+        "../../envs/train-vllm.yaml"
+    container:
+        config["containers"].get("train_image")
+    threads: 4
+    resources:
+        gpu=1,
+    params:
+        code=CODE["train"],
+        out=lambda w: f"{RESULTS}/train/{w.run}",
+    shell:
+        "python -m schemashift.cli train --config {input.config} --run {wildcards.run} "
+        "--out {params.out} --resume > {log} 2>&1"
