@@ -243,7 +243,7 @@ def test_complete_many_runs_concurrently_under_the_cap(server):
     assert elapsed >= 4 * 0.3 - 0.05, "12 requests of 0.3 s, 3 at a time, take at least 1.2 s"
     assert elapsed < 12 * 0.3, "they must overlap"
     # results come back in request order
-    assert [json.loads(c.text)["complete_task"]["summary"] for c in completions] == [
+    assert [json.loads(c.text)["complete"]["summary"] for c in completions] == [
         f"test-model {i}" for i in range(12)
     ]
 
