@@ -40,7 +40,10 @@ BUILTIN: dict[str, Factory] = {
     "oracle": _oracle,
 }
 #: name prefix -> "module:function" taking (spec after the prefix, ruleset) and returning a Policy
-PREFIXES: dict[str, str] = {}
+PREFIXES: dict[str, str] = {
+    "hf:": "schemashift.policies.llm.policy:make_hf_policy",
+    "openai:": "schemashift.policies.llm.policy:make_openai_policy",
+}
 
 
 class UnknownPolicy(KeyError):
@@ -52,16 +55,19 @@ def available_policies() -> list[str]:
     return sorted(BUILTIN) + [f"{prefix}<...>" for prefix in sorted(PREFIXES)]
 
 
-def make_policy(name: str, ruleset: str | Ruleset = "legacy") -> Policy:
-    """Build the policy registered under `name` for a ruleset."""
+def make_policy(name: str, ruleset: str | Ruleset = "legacy", **options) -> Policy:
+    """Build the policy registered under `name` for a ruleset; `options` go to prefixed (model)
+    policies, whose factories reject the ones they do not know."""
     rs = get_ruleset(ruleset) if isinstance(ruleset, str) else ruleset
     factory = BUILTIN.get(name)
     if factory is not None:
+        if options:
+            raise ValueError(f"policy {name!r} takes no options, got {sorted(options)}")
         return factory(rs)
     for prefix, target in PREFIXES.items():
         if name.startswith(prefix):
             module_name, func = target.split(":")
-            return getattr(importlib.import_module(module_name), func)(name[len(prefix) :], rs)
+            return getattr(importlib.import_module(module_name), func)(name[len(prefix) :], rs, **options)
     raise UnknownPolicy(f"Unknown policy {name!r}. Available: {available_policies()}")
 
 

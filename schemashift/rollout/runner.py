@@ -88,41 +88,61 @@ def _identity(cell: Cell, context: RunContext) -> dict[str, Any]:
     }
 
 
-def play_episode(backend: EnvBackend, policy: Policy, cell: Cell, context: RunContext) -> EpisodeResult:
-    """Play one episode to its end. Failures of the backend or policy become an `infra_error` row."""
-    identity = _identity(cell, context)
-    started = time.perf_counter()
-    tokens_in = tokens_out = parse_failures = 0
-    per_step: list[dict[str, Any]] = []
-    try:
-        policy.reset()
-        observation = backend.reset(cell.ruleset, cell.scenario, cell.seed)
-        charge = get_ruleset(cell.ruleset).charges_tokens
-        while not observation["done"]:
-            action = policy.act(observation)
-            step_in, step_out = getattr(policy, "last_usage", None) or (0, 0)
-            tokens_in += step_in
-            tokens_out += step_out
-            used = step_in + step_out if charge else 0
-            extra: dict[str, Any] = {"tokens_used": used}
-            try:
-                observation, _ = backend.step(action, used)
-            except InvalidAction as exc:
-                # Rulesets that reject invalid actions end the episode the way the original harness
-                # did: complete_task with a parse-error summary.
-                parse_failures += 1
-                text = _as_text(action)
-                extra = {"tokens_used": used, "raw": text, "invalid": str(exc)}
-                observation, _ = backend.step(complete_task(PARSE_ERROR_PREFIX + text[:120]), used)
-            per_step.append(extra)
-        outcome = backend.outcome()
-    except Exception as exc:  # noqa: BLE001 - any failure here is an infrastructure failure of this cell
+class _Episode:
+    """One episode's bookkeeping, shared by the sequential and the lockstep paths so that both
+    build identical records."""
+
+    def __init__(self, backend: EnvBackend, cell: Cell, context: RunContext) -> None:
+        self.backend, self.cell, self.context = backend, cell, context
+        self.identity = _identity(cell, context)
+        self.started = time.perf_counter()
+        self.tokens_in = self.tokens_out = self.parse_failures = 0
+        self.per_step: list[dict[str, Any]] = []
+        self.charge = True
+
+    def start(self) -> dict[str, Any]:
+        self.charge = get_ruleset(self.cell.ruleset).charges_tokens
+        return self.backend.reset(self.cell.ruleset, self.cell.scenario, self.cell.seed)
+
+    def apply(
+        self,
+        action: Any,
+        usage: tuple[int, int] | None = None,
+        parse_failed: bool = False,
+        text: str | None = None,
+    ) -> dict[str, Any]:
+        """Take one step with a policy's action; returns the next observation."""
+        step_in, step_out = usage or (0, 0)
+        self.tokens_in += step_in
+        self.tokens_out += step_out
+        used = step_in + step_out if self.charge else 0
+        extra: dict[str, Any] = {"tokens_used": used}
+        if text is not None:
+            extra["text"] = text
+        if parse_failed:
+            self.parse_failures += 1
+        try:
+            observation, _ = self.backend.step(action, used)
+        except InvalidAction as exc:
+            # Rulesets that reject invalid actions end the episode the way the original harness
+            # did: complete_task with a parse-error summary.
+            if not parse_failed:
+                self.parse_failures += 1
+            raw = _as_text(action)
+            extra.update(raw=raw, invalid=str(exc))
+            observation, _ = self.backend.step(complete_task(PARSE_ERROR_PREFIX + raw[:120]), used)
+        self.per_step.append(extra)
+        return observation
+
+    def fail(self, exc: BaseException) -> EpisodeResult:
+        """The infra_error row of an episode that could not be played."""
+        cell, context, identity = self.cell, self.context, self.identity
         record = {
             **identity,
             **_catalogue_facts(cell),
             "status": "infra_error",
             "error": f"{type(exc).__name__}: {exc}",
-            "wall_s": time.perf_counter() - started,
+            "wall_s": time.perf_counter() - self.started,
             "generation_config": context.generation_config,
             "config_hash": context.config_hash,
             "git_sha": context.git_sha,
@@ -132,58 +152,88 @@ def play_episode(backend: EnvBackend, policy: Policy, cell: Cell, context: RunCo
             "trajectory_version": TRAJECTORY_VERSION,
             "status": "infra_error",
             "error": record["error"],
-            "traceback": traceback.format_exc(),
+            "traceback": "".join(traceback.format_exception(exc)),
             "steps": [],
         }
         return EpisodeResult(record, [], trajectory)
-    wall = time.perf_counter() - started
-    parse_failures += getattr(policy, "parse_failures", 0) or 0
-    task, summary, history = outcome["task"], outcome["summary"], outcome["history"]
-    record = {
-        **identity,
-        "ruleset_version": task["ruleset_version"],
-        "family": task["family"],
-        "tier": task["tier"],
-        "split": task["split"],
-        "status": "graded",
-        "error": None,
-        **summary,
-        "steps": len(history),
-        "max_steps": task["max_steps"],
-        "final_action": history[-1]["action"]["type"] if history else None,
-        "parse_failures": parse_failures,
-        "tokens_in": tokens_in,
-        "tokens_out": tokens_out,
-        "wall_s": wall,
-        "generation_config": context.generation_config,
-        "config_hash": context.config_hash,
-        "git_sha": context.git_sha,
-    }
-    drift_keys = {
-        k: identity[k]
-        for k in (
-            "record_version",
-            "run_id",
-            "train_run",
-            "ruleset",
-            "policy",
-            "checkpoint_step",
-            "scenario",
-            "seed",
-            "sample_index",
-        )
-    }
-    drifts = [{**drift_keys, **row} for row in outcome["drifts"]]
-    steps = [{**step, **extra} for step, extra in zip(history, per_step, strict=False)]
-    trajectory = {
-        **identity,
-        "trajectory_version": TRAJECTORY_VERSION,
-        "ruleset_version": task["ruleset_version"],
-        "status": "graded",
-        "steps": steps,
-        "final": {key: record[key] for key in FINAL_KEYS if key in record},
-    }
-    return EpisodeResult(record, drifts, trajectory)
+
+    def finish(self, extra_parse_failures: int = 0) -> EpisodeResult:
+        outcome = self.backend.outcome()
+        wall = time.perf_counter() - self.started
+        context, identity = self.context, self.identity
+        task, summary, history = outcome["task"], outcome["summary"], outcome["history"]
+        record = {
+            **identity,
+            "ruleset_version": task["ruleset_version"],
+            "family": task["family"],
+            "tier": task["tier"],
+            "split": task["split"],
+            "status": "graded",
+            "error": None,
+            **summary,
+            "steps": len(history),
+            "max_steps": task["max_steps"],
+            "final_action": history[-1]["action"]["type"] if history else None,
+            "parse_failures": self.parse_failures + extra_parse_failures,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "wall_s": wall,
+            "generation_config": context.generation_config,
+            "config_hash": context.config_hash,
+            "git_sha": context.git_sha,
+        }
+        drift_keys = {
+            k: identity[k]
+            for k in (
+                "record_version",
+                "run_id",
+                "train_run",
+                "ruleset",
+                "policy",
+                "checkpoint_step",
+                "scenario",
+                "seed",
+                "sample_index",
+            )
+        }
+        drifts = [{**drift_keys, **row} for row in outcome["drifts"]]
+        steps = [{**step, **extra} for step, extra in zip(history, self.per_step, strict=False)]
+        trajectory = {
+            **identity,
+            "trajectory_version": TRAJECTORY_VERSION,
+            "ruleset_version": task["ruleset_version"],
+            "status": "graded",
+            "steps": steps,
+            "final": {key: record[key] for key in FINAL_KEYS if key in record},
+        }
+        return EpisodeResult(record, drifts, trajectory)
+
+
+def play_episode(backend: EnvBackend, policy: Policy, cell: Cell, context: RunContext) -> EpisodeResult:
+    """Play one episode to its end. Failures of the backend or policy become an `infra_error` row.
+
+    A policy may also have `start_episode(cell)` (model policies seed their sampling by it),
+    `last_usage`, `last_parse_failed` and `last_text` (what the latest decision cost, whether its
+    output failed to parse, the raw model text) and `parse_failures` (a per-episode total).
+    """
+    episode = _Episode(backend, cell, context)
+    try:
+        policy.reset()
+        start = getattr(policy, "start_episode", None)
+        if start is not None:
+            start(cell)
+        observation = episode.start()
+        while not observation["done"]:
+            action = policy.act(observation)
+            observation = episode.apply(
+                action,
+                getattr(policy, "last_usage", None),
+                bool(getattr(policy, "last_parse_failed", False)),
+                getattr(policy, "last_text", None),
+            )
+        return episode.finish(getattr(policy, "parse_failures", 0) or 0)
+    except Exception as exc:  # noqa: BLE001 - any failure here is an infrastructure failure of this cell
+        return episode.fail(exc)
 
 
 def _catalogue_facts(cell: Cell) -> dict[str, Any]:
@@ -252,6 +302,84 @@ def run_sweep(
         if on_episode is not None:
             on_episode(result)
     return results
+
+
+def run_sweep_batched(
+    make_backend: Callable[[], EnvBackend],
+    policy: Any,
+    cell_list: list[Cell],
+    context: RunContext,
+    batch_size: int = 32,
+    on_episode: Callable[[EpisodeResult], None] | None = None,
+) -> list[EpisodeResult]:
+    """Play the cells in lockstep, up to `batch_size` episodes at once, one backend each.
+
+    Each round asks the policy for the next action of every running episode in one call,
+    `policy.act_batch([(slot, cell, observation), ...])`, which returns one `Decision`-like object
+    per entry (`action`, `usage`, `parse_failed`, `text`, `error`). A finished episode's slot takes
+    the next cell at once. Records are built by the same bookkeeping as `play_episode`, so they
+    equal the sequential path's wherever the actions agree; results come back in cell order.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    results: list[EpisodeResult | None] = [None] * len(cell_list)
+    pending = list(range(len(cell_list)))[::-1]
+    running: dict[int, tuple[int, _Episode, dict[str, Any]]] = {}  # slot -> (cell position, episode, obs)
+    backends: dict[int, EnvBackend] = {}
+
+    def done(position: int, result: EpisodeResult) -> None:
+        results[position] = result
+        if on_episode is not None:
+            on_episode(result)
+
+    def fill(slot: int) -> None:
+        while pending:
+            position = pending.pop()
+            if slot not in backends:
+                backends[slot] = make_backend()
+            episode = _Episode(backends[slot], cell_list[position], context)
+            try:
+                policy.start_slot(slot, episode.cell)
+                observation = episode.start()
+            except Exception as exc:  # noqa: BLE001 - an infrastructure failure of this cell
+                done(position, episode.fail(exc))
+                continue
+            if observation["done"]:
+                done(position, episode.finish())
+                continue
+            running[slot] = (position, episode, observation)
+            return
+
+    try:
+        for slot in range(batch_size):
+            fill(slot)
+        while running:
+            slots = sorted(running)
+            try:
+                decisions = policy.act_batch([(s, running[s][1].cell, running[s][2]) for s in slots])
+            except Exception as exc:  # noqa: BLE001 - the whole round failed: every episode in it
+                decisions = [exc] * len(slots)
+            for slot, decision in zip(slots, decisions, strict=True):
+                position, episode, _ = running.pop(slot)
+                error = decision if isinstance(decision, BaseException) else decision.error
+                try:
+                    if error is not None:
+                        raise error
+                    observation = episode.apply(
+                        decision.action, decision.usage, decision.parse_failed, decision.text
+                    )
+                    if observation["done"]:
+                        done(position, episode.finish())
+                    else:
+                        running[slot] = (position, episode, observation)
+                        continue
+                except Exception as exc:  # noqa: BLE001 - an infrastructure failure of this cell
+                    done(position, episode.fail(exc))
+                fill(slot)
+    finally:
+        for backend in backends.values():
+            backend.close()
+    return [r for r in results if r is not None]
 
 
 def write_results(out_dir: str | Path, results: list[EpisodeResult]) -> dict[str, str]:

@@ -23,7 +23,6 @@ import json
 import logging
 import os
 import random
-import socket
 import threading
 import time
 import urllib.error
@@ -300,10 +299,10 @@ class ChatClient:
                 raise _Retryable(f"no answer within {self.timeout_s:g} s") from None
             except urllib.error.URLError as error:
                 reason = error.reason
-                if isinstance(reason, (TimeoutError, socket.timeout)):
+                if isinstance(reason, TimeoutError):
                     raise _Retryable(f"no answer within {self.timeout_s:g} s") from None
                 raise _Retryable(f"connection failed: {self._scrub(str(reason))}") from None
-            except (ConnectionError, http.client.HTTPException, OSError) as error:
+            except (http.client.HTTPException, OSError) as error:
                 raise _Retryable(
                     f"connection failed: {self._scrub(type(error).__name__ + ': ' + str(error))}"
                 ) from None
@@ -339,6 +338,9 @@ class ChatClient:
                 raise ValueError(
                     f"requests[{i}] has unknown keys {sorted(unknown)}; allowed: {sorted(_REQUEST_KEYS)}"
                 )
+            missing = {"messages", "max_tokens"} - set(request)
+            if missing:
+                raise ValueError(f"requests[{i}] lacks {sorted(missing)}")
         if not requests:
             return []
         with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(requests))) as pool:

@@ -47,9 +47,7 @@ class Recorded:
 def default_reply(body: dict) -> str:
     users = [m.get("content", "") for m in body.get("messages", []) if m.get("role") == "user"]
     last = users[-1] if users else ""
-    return json.dumps(
-        {"type": "complete_task", "complete_task": {"summary": f"{body.get('model')} {len(last)}"}}
-    )
+    return json.dumps({"type": "complete_task", "complete": {"summary": f"{body.get('model')} {len(last)}"}})
 
 
 class OpenAIServer:

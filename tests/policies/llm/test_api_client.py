@@ -169,6 +169,19 @@ def test_retry_after_as_an_http_date(server):
 
 
 @pytest.mark.timeout(30)
+def test_retry_after_ms_is_honoured(server):
+    server.script(Step(status=429, headers={"retry-after-ms": "600"}))
+    client(server).complete(MESSAGES, max_tokens=4)
+    first, second = (r.at for r in server.requests)
+    assert 0.55 <= second - first < 1.5
+
+
+def test_a_completion_without_usage_counts_zero_tokens(server):
+    server.script(Step(body={"choices": [{"message": {"role": "assistant", "content": "hi"}}]}))
+    assert client(server).complete(MESSAGES, max_tokens=4) == Completion("hi", 0, 0)
+
+
+@pytest.mark.timeout(30)
 def test_retry_after_is_capped_by_max_backoff(server):
     server.script(Step(status=429, retry_after="60"))
     started = time.monotonic()
@@ -243,7 +256,7 @@ def test_complete_many_runs_concurrently_under_the_cap(server):
     assert elapsed >= 4 * 0.3 - 0.05, "12 requests of 0.3 s, 3 at a time, take at least 1.2 s"
     assert elapsed < 12 * 0.3, "they must overlap"
     # results come back in request order
-    assert [json.loads(c.text)["complete_task"]["summary"] for c in completions] == [
+    assert [json.loads(c.text)["complete"]["summary"] for c in completions] == [
         f"test-model {i}" for i in range(12)
     ]
 
@@ -278,9 +291,11 @@ def test_complete_many_finishes_every_request_before_raising(server):
     assert isinstance(outcomes[1], Completion)
 
 
-def test_complete_many_rejects_unknown_request_keys(server):
+def test_complete_many_rejects_unknown_or_missing_request_keys(server):
     with pytest.raises(ValueError, match="unknown keys"):
         client(server).complete_many([{"messages": MESSAGES, "max_tokens": 4, "temprature": 1.0}])
+    with pytest.raises(ValueError, match=r"requests\[1\] lacks \['max_tokens'\]"):
+        client(server).complete_many([{"messages": MESSAGES, "max_tokens": 4}, {"messages": MESSAGES}])
     assert server.requests == []
 
 

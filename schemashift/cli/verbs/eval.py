@@ -1,0 +1,233 @@
+"""`schemashift eval`: a model policy over scenarios x seeds x samples, batched and resumable.
+
+Writes the same three files as `run` (plus the model columns). Each finished cell is also kept
+under `OUT/progress/` as it lands (atomically), so a killed evaluation continues where it
+stopped: a rerun with the same arguments plays only the cells not yet graded (infra_error
+cells are retried) and then writes the result files from all cells. `OUT/eval.json` pins the
+run id and configuration digest; a different configuration in the same directory is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import uuid
+from pathlib import Path
+
+NAME = "eval"
+HELP = "evaluate a model policy (hf:MODEL[@ADAPTER], openai:MODEL) over scenarios x seeds, resumably"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--policy", required=True, help="hf:<model id or dir>[@<adapter dir>], openai:<model>, ..."
+    )
+    parser.add_argument("--ruleset", default="legacy", help="ruleset to play (default: %(default)s)")
+    parser.add_argument("--scenarios", default="all", help="'all' or a comma list of scenario ids")
+    parser.add_argument(
+        "--seeds", default="0-4", help="seeds as '0-4', '0,2,5' or '0-2,7' (default: %(default)s)"
+    )
+    parser.add_argument("--samples", type=int, default=1, help="episodes per (scenario, seed) (default: 1)")
+    parser.add_argument("--out", required=True, help="output directory (resumable)")
+    parser.add_argument(
+        "--batch-size", type=int, default=32, help="episodes played in lockstep (default: 32)"
+    )
+    parser.add_argument("--backend", default="inprocess", help="where episodes run (default: %(default)s)")
+    parser.add_argument("--harness", default="default", choices=("default", "legacy"), help="prompt format")
+    parser.add_argument("--run-id", default=None, help="identifier stamped on every row (default: new uuid)")
+    parser.add_argument("--config-hash", default=None, help="config digest to stamp (default: of these args)")
+    parser.add_argument("--train-run", default=None, help="training run that produced the checkpoint")
+    parser.add_argument("--checkpoint-step", type=int, default=None, help="optimizer step of the checkpoint")
+    cache = parser.add_mutually_exclusive_group()
+    cache.add_argument("--cache", default=None, help="response cache file (default: OUT/responses.sqlite)")
+    cache.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
+    model = parser.add_argument_group("generation")
+    model.add_argument("--max-new-tokens", type=int, default=None, help="tokens per turn (default: 256)")
+    model.add_argument("--max-prompt-tokens", type=int, default=None, help="prompt budget for the history")
+    model.add_argument("--temperature", type=float, default=None, help="0 (default) is greedy")
+    model.add_argument("--top-p", type=float, default=None, help="nucleus sampling mass")
+    model.add_argument("--seed", type=int, default=None, help="sampling seed (each sample_index varies it)")
+    model.add_argument(
+        "--dtype", default=None, help="hf: auto (bf16 on GPU, fp32 on CPU), float32, float64, ..."
+    )
+    model.add_argument("--device", default=None, help="hf: torch device (default: cuda if present, else cpu)")
+    model.add_argument(
+        "--base-url", default=None, help="openai: endpoint (default: $OPENAI_BASE_URL or OpenAI)"
+    )
+    model.add_argument("--api-key-env", default=None, help="openai: NAME of the variable holding the key")
+    model.add_argument("--max-concurrency", type=int, default=None, help="openai: requests in flight")
+
+
+def _options(args: argparse.Namespace) -> dict:
+    options: dict = {"harness": args.harness}
+    if args.max_prompt_tokens is not None:
+        options["max_prompt_tokens"] = args.max_prompt_tokens
+    if args.policy.startswith("hf:"):
+        names = {"max_new_tokens": "max_new_tokens", "dtype": "dtype", "device": "device"}
+    else:
+        names = {"max_new_tokens": "max_tokens", "base_url": "base_url", "api_key_env": "api_key_env"}
+        names["max_concurrency"] = "max_concurrency"
+    names.update(temperature="temperature", top_p="top_p", seed="seed")
+    for attribute, option in names.items():
+        value = getattr(args, attribute)
+        if value is not None:
+            options[option] = value
+    return options
+
+
+def run(args: argparse.Namespace) -> int:
+    from schemashift import provenance
+    from schemashift.cli import CliError
+    from schemashift.cli.options import parse_scenarios, parse_seeds
+    from schemashift.cli.progress import Progress
+    from schemashift.env.rulesets import UnknownRuleset, get_ruleset
+    from schemashift.policies import UnknownPolicy, make_policy
+    from schemashift.rollout import io
+    from schemashift.rollout.backends import make_backend
+    from schemashift.rollout.runner import EpisodeResult, RunContext, cells, run_sweep_batched, write_results
+
+    if args.samples < 1:
+        raise CliError(f"--samples must be at least 1, got {args.samples}")
+    if args.batch_size < 1:
+        raise CliError(f"--batch-size must be at least 1, got {args.batch_size}")
+    if not (args.policy.startswith("hf:") or args.policy.startswith("openai:")):
+        raise CliError(f"--policy {args.policy!r}: eval plays model policies (hf:..., openai:...); use `run`")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CliError(f"--out {args.out} exists and is not a directory")
+    try:
+        ruleset = get_ruleset(args.ruleset)
+        make_backend(args.backend).close()
+    except (UnknownRuleset, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    scenarios = parse_scenarios(args.scenarios, ruleset.scenario_ids())
+    seeds = parse_seeds(args.seeds)
+    options = _options(args)
+    if not args.no_cache:
+        out.mkdir(parents=True, exist_ok=True)
+        options["cache"] = args.cache or str(out / "responses.sqlite")
+    try:
+        policy = make_policy(args.policy, ruleset, **options)
+    except (UnknownPolicy, ValueError, OSError) as exc:
+        raise CliError(f"--policy {args.policy}: {exc}") from None
+
+    cell_list = cells([ruleset.name], scenarios, seeds, args.samples)
+    invocation = {
+        "policy": args.policy,
+        "ruleset": ruleset.name,
+        "ruleset_version": ruleset.version,
+        "scenarios": scenarios,
+        "seeds": seeds,
+        "samples": args.samples,
+        "model": policy.engine.identity(),
+        "generation_config": policy.generation_config(),
+        "train_run": args.train_run,
+        "checkpoint_step": args.checkpoint_step,
+    }
+    digest = args.config_hash or provenance.config_hash(invocation)
+    out.mkdir(parents=True, exist_ok=True)
+    pinned = _pin(out, args.run_id, digest, invocation)
+    context = RunContext(
+        run_id=pinned["run_id"],
+        policy=args.policy,
+        harness=args.harness,
+        train_run=args.train_run,
+        base_model=policy.base_model,
+        adapter_sha256=policy.adapter_sha256,
+        checkpoint_step=args.checkpoint_step,
+        generation_config=policy.generation_config(),
+        config_hash=digest,
+        git_sha=provenance.git_sha(),
+    )
+    progress_dir = out / "progress"
+    finished: dict[int, EpisodeResult] = {}
+    for position, cell in enumerate(cell_list):
+        stored = _load_cell(progress_dir / _cell_name(cell))
+        if stored is not None and stored.record["status"] == "graded":
+            finished[position] = stored
+    todo = [cell for position, cell in enumerate(cell_list) if position not in finished]
+
+    def persist(result: EpisodeResult) -> None:
+        cell_path = progress_dir / _cell_name_of(result.record)
+        io.write_json(
+            cell_path, {"record": result.record, "drifts": result.drifts, "trajectory": result.trajectory}
+        )
+        bar.update()
+
+    try:
+        with Progress(len(todo), label=f"{args.policy} on {ruleset.name}") as bar:
+            fresh = run_sweep_batched(
+                lambda: make_backend(args.backend), policy, todo, context, args.batch_size, on_episode=persist
+            )
+    finally:
+        policy.close()
+    fresh_iter = iter(fresh)
+    results = [finished[p] if p in finished else next(fresh_iter) for p in range(len(cell_list))]
+    try:
+        write_results(out, results)
+    except OSError as exc:
+        raise CliError(f"cannot write results to {args.out}: {exc}") from None
+    failed = [r.record for r in results if r.record["status"] != "graded"]
+    for record in failed:
+        print(
+            f"schemashift eval: infra_error in {record['scenario']} seed {record['seed']} "
+            f"sample {record['sample_index']}: {record['error']}",
+            file=sys.stderr,
+        )
+    graded = [r.record for r in results if r.record["status"] == "graded"]
+    if graded:
+        successes = sum(1 for r in graded if r["success"])
+        mean_score = sum(r["score"] for r in graded) / len(graded)
+        print(
+            f"{len(graded)} episodes graded ({len(failed)} infra errors, {len(finished)} resumed): "
+            f"success {successes}/{len(graded)}, mean score {mean_score:.6f} -> {args.out}"
+        )
+    return 1 if failed else 0
+
+
+def _cell_name(cell) -> str:
+    return f"{cell.ruleset}/{cell.scenario}/seed-{cell.seed}/sample-{cell.sample_index}.json"
+
+
+def _cell_name_of(record: dict) -> str:
+    return (
+        f"{record['ruleset']}/{record['scenario']}/seed-{record['seed']}/sample-{record['sample_index']}.json"
+    )
+
+
+def _load_cell(path: Path):
+    import json
+
+    from schemashift.rollout.runner import EpisodeResult
+
+    try:
+        data = json.loads(path.read_text())
+        return EpisodeResult(data["record"], data["drifts"], data["trajectory"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _pin(out: Path, run_id: str | None, digest: str, invocation: dict) -> dict:
+    """The run id and configuration of OUT, written on first use and checked on every rerun."""
+    import json
+
+    from schemashift.cli import CliError
+    from schemashift.rollout import io
+
+    path = out / "eval.json"
+    if path.exists():
+        try:
+            pinned = json.loads(path.read_text())
+        except ValueError as exc:
+            raise CliError(f"{path} is not valid JSON ({exc}); remove it to start over") from None
+        if pinned.get("config_hash") != digest:
+            raise CliError(
+                f"--out {out} holds an evaluation with another configuration "
+                f"({pinned.get('config_hash')} != {digest}); use a new directory"
+            )
+        if run_id is not None and pinned.get("run_id") != run_id:
+            raise CliError(f"--out {out} belongs to run {pinned.get('run_id')}, not {run_id}")
+        return pinned
+    pinned = {"run_id": run_id or uuid.uuid4().hex, "config_hash": digest, "invocation": invocation}
+    io.write_json(path, pinned)
+    return pinned

@@ -1,0 +1,235 @@
+"""A local transformers model (+ an optional peft adapter) that completes many chats in one batch.
+
+Prompts are rendered by the tokenizer's own chat template, left-padded into one batch and
+decoded by a plain KV-cached loop: greedy by default, or sampled with one torch Generator per
+row whose seed is a digest of (seed, prompt, sample_index). A row's output therefore depends on
+its own prompt only, not on its batch neighbours or on the cell it belongs to, which keeps the
+response cache and batched-versus-sequential play consistent. Every row stops at its own end of
+turn token. torch, transformers and peft are imported inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from schemashift.policies.llm.completion import Completion
+
+DTYPES = ("auto", "float32", "bfloat16", "float16", "float64")
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+
+def file_digest(directory: str | Path, suffixes: Sequence[str] = WEIGHT_SUFFIXES) -> str | None:
+    """SHA-256 over a directory's weight files (names and bytes, in name order); None if none."""
+    path = Path(directory)
+    if not path.is_dir():
+        return None
+    files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(tuple(suffixes)))
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.name.encode() + b"\0")
+        with file.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def row_seed(seed: int, messages: Sequence[dict[str, str]], sample_index: int) -> int:
+    text = json.dumps([seed, list(messages), sample_index], sort_keys=True, ensure_ascii=False)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
+
+
+class LocalModel:
+    """A chat model on this machine: bf16 on a GPU, fp32 on a CPU unless `dtype` says otherwise."""
+
+    def __init__(
+        self,
+        model: str,
+        adapter: str | None = None,
+        *,
+        device: str | None = None,
+        dtype: str = "auto",
+        max_new_tokens: int = 256,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+    ) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        if temperature < 0 or not 0 < top_p <= 1:
+            raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
+        if adapter is not None and not Path(adapter).is_dir():
+            raise ValueError(f"adapter directory {adapter!r} does not exist")
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if dtype == "auto":
+            dtype = "bfloat16" if self.device.type == "cuda" else "float32"
+        self.dtype_name = dtype
+        self.model_name, self.adapter = model, adapter
+        self.tokenizer = AutoTokenizer.from_pretrained(model)
+        if self.tokenizer.chat_template is None:
+            raise ValueError(f"model {model!r} has no chat template; the interaction format needs one")
+        network = AutoModelForCausalLM.from_pretrained(model, dtype=getattr(torch, dtype))
+        if adapter is not None:
+            from peft import PeftModel
+
+            network = PeftModel.from_pretrained(network, adapter)
+        self.network = network.to(self.device).eval()
+        self.max_new_tokens, self.temperature, self.top_p, self.seed = (
+            max_new_tokens,
+            temperature,
+            top_p,
+            seed,
+        )
+        config = self.network.config
+        self.context_length = int(getattr(config, "max_position_embeddings", 0) or 32768)
+        self.stop_ids = self._stop_ids()
+        self.pad_id = self.tokenizer.pad_token_id
+        if self.pad_id is None:
+            self.pad_id = self.stop_ids[0]
+        self.weights_sha256 = file_digest(model)
+        self.adapter_sha256 = file_digest(adapter) if adapter else None
+
+    def _stop_ids(self) -> list[int]:
+        """End-of-turn ids: the tokenizer's eos plus the chat template's turn end, if distinct."""
+        ids = []
+        for token in (self.tokenizer.eos_token, "<|im_end|>", "<|eot_id|>", "<|end|>"):
+            if token is None:
+                continue
+            token_id = self.tokenizer.convert_tokens_to_ids(token)
+            if isinstance(token_id, int) and token_id != self.tokenizer.unk_token_id and token_id not in ids:
+                ids.append(token_id)
+        generation = getattr(self.network, "generation_config", None)
+        eos = getattr(generation, "eos_token_id", None)
+        for token_id in eos if isinstance(eos, list) else [eos]:
+            if isinstance(token_id, int) and token_id not in ids:
+                ids.append(token_id)
+        if not ids:
+            raise ValueError(f"model {self.model_name!r} defines no end-of-turn token")
+        return ids
+
+    # -- what results depend on -------------------------------------------------------------------
+    def identity(self) -> dict[str, Any]:
+        return {
+            "kind": "hf",
+            "model": self.model_name,
+            "weights_sha256": self.weights_sha256,
+            "revision": getattr(self.network.config, "_commit_hash", None),
+            "adapter_sha256": self.adapter_sha256,
+            "dtype": self.dtype_name,
+        }
+
+    def generation(self) -> dict[str, Any]:
+        sampled = self.temperature > 0
+        return {
+            "max_new_tokens": self.max_new_tokens,
+            "do_sample": sampled,
+            "temperature": self.temperature if sampled else 0.0,
+            "top_p": self.top_p if sampled else 1.0,
+            "seed": self.seed if sampled else None,
+            "stop_token_ids": self.stop_ids,
+        }
+
+    # -- tokens ---------------------------------------------------------------------------------------
+    def prompt_ids(self, messages: Sequence[dict[str, str]]) -> list[int]:
+        encoded = self.tokenizer.apply_chat_template(
+            list(messages), add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        if isinstance(encoded, dict) or hasattr(encoded, "input_ids"):
+            encoded = encoded["input_ids"]
+        return list(encoded)
+
+    def count_tokens(self, messages: Sequence[dict[str, str]]) -> int:
+        return len(self.prompt_ids(messages))
+
+    # -- generation ----------------------------------------------------------------------------------
+    def generate(
+        self, prompts: Sequence[Sequence[dict[str, str]]], sample_indices: Sequence[int]
+    ) -> list[Completion]:
+        """One completion per prompt, all rows decoded together."""
+        import torch
+
+        if not prompts:
+            return []
+        ids = [self.prompt_ids(p) for p in prompts]
+        width = max(len(row) for row in ids)
+        rows = len(ids)
+        input_ids = torch.full((rows, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((rows, width), dtype=torch.long)
+        for i, row in enumerate(ids):
+            input_ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
+            mask[i, width - len(row) :] = 1
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        generators = None
+        if self.temperature > 0:
+            generators = []
+            for prompt, sample in zip(prompts, sample_indices, strict=True):
+                generator = torch.Generator(device=self.device)
+                generator.manual_seed(row_seed(self.seed, prompt, sample))
+                generators.append(generator)
+        stop = torch.tensor(self.stop_ids, device=self.device)
+        out: list[list[int]] = [[] for _ in range(rows)]
+        finished = [False] * rows
+        budget = min(self.max_new_tokens, max(1, self.context_length - width))
+        with torch.inference_mode():
+            result = self.network(
+                input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True
+            )
+            cache = result.past_key_values
+            next_position = positions[:, -1:] + 1
+            for produced in range(1, budget + 1):
+                logits = result.logits[:, -1, :].float()
+                chosen = self._choose(logits, generators)
+                for i in range(rows):
+                    if not finished[i]:
+                        token = int(chosen[i])
+                        out[i].append(token)
+                        finished[i] = bool((stop == token).any())
+                if all(finished) or produced == budget:
+                    break
+                chosen = torch.where(
+                    torch.tensor(finished, device=self.device), torch.full_like(chosen, self.pad_id), chosen
+                )
+                mask = torch.cat([mask, torch.ones((rows, 1), dtype=mask.dtype, device=self.device)], dim=1)
+                result = self.network(
+                    input_ids=chosen[:, None],
+                    attention_mask=mask,
+                    position_ids=next_position,
+                    past_key_values=cache,
+                    use_cache=True,
+                )
+                cache = result.past_key_values
+                next_position = next_position + 1
+        completions = []
+        for prompt_ids, tokens in zip(ids, out, strict=True):
+            body = tokens[:-1] if tokens and tokens[-1] in self.stop_ids else tokens
+            text = self.tokenizer.decode(body, skip_special_tokens=True)
+            completions.append(Completion(text=text, tokens_in=len(prompt_ids), tokens_out=len(tokens)))
+        return completions
+
+    def _choose(self, logits, generators):
+        import torch
+
+        if generators is None:
+            return logits.argmax(dim=-1)
+        probs = torch.softmax(logits / self.temperature, dim=-1)
+        if self.top_p < 1.0:
+            sorted_probs, order = probs.sort(dim=-1, descending=True)
+            keep = sorted_probs.cumsum(-1) - sorted_probs < self.top_p
+            sorted_probs = sorted_probs * keep
+            probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+        picks = [
+            torch.multinomial(probs[i] / probs[i].sum(), 1, generator=generators[i])
+            for i in range(probs.shape[0])
+        ]
+        return torch.cat(picks)

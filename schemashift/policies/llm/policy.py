@@ -1,0 +1,317 @@
+"""Model-backed policies: a model engine behind the interaction format, the parser and the cache.
+
+`ModelPolicy` plays any number of episodes in lockstep (`start_slot` / `act_batch`, used by
+`rollout.runner.run_sweep_batched`) and also one at a time through the ordinary Policy protocol
+(`reset` / `act`). Each decision renders the slot's conversation, asks the engine for all
+pending prompts at once (the response cache answers what it already holds), and parses each
+output. An output with no action is handed on as its raw text, so the environment records it as
+invalid (v1 consumes the step; legacy ends the episode as the original harness did), and the
+decision says `parse_failed`.
+
+Engines: `LocalModel` (`hf:<model>[@<adapter>]`, batched generation) and `ApiModel`
+(`openai:<model>`, concurrent requests to an OpenAI-compatible endpoint).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from schemashift.env.ruleset import Ruleset
+from schemashift.policies.llm.completion import Completion
+from schemashift.policies.llm.format import FORMAT_VERSION, conversation_class, estimate_tokens
+from schemashift.policies.llm.parser import legacy_parse, parse_output
+
+Message = dict[str, str]
+
+
+class Engine(Protocol):
+    def identity(self) -> dict[str, Any]: ...
+
+    def generation(self) -> dict[str, Any]: ...
+
+    def count_tokens(self, messages: Sequence[Message]) -> int: ...
+
+    def generate(
+        self, prompts: Sequence[Sequence[Message]], sample_indices: Sequence[int]
+    ) -> list[Completion | BaseException]: ...
+
+
+@dataclass
+class Decision:
+    """One episode's next action: the parsed action, or the raw text when nothing parsed."""
+
+    action: Any
+    usage: tuple[int, int] = (0, 0)
+    parse_failed: bool = False
+    text: str | None = None
+    cached: bool = False
+    error: BaseException | None = None
+
+
+@dataclass
+class _Slot:
+    sample_index: int = 0
+    conversation: Any = None
+    last_text: str | None = None
+    calls: int = field(default=0)
+
+
+class ModelPolicy:
+    def __init__(
+        self,
+        name: str,
+        engine: Engine,
+        ruleset: Ruleset,
+        *,
+        harness: str = "default",
+        cache: Any = None,
+        max_prompt_tokens: int | None = None,
+        base_model: str | None = None,
+        adapter_sha256: str | None = None,
+    ) -> None:
+        self.name = name
+        self.engine = engine
+        self.ruleset = ruleset
+        self.harness = harness
+        self.conversation_type = conversation_class(harness)
+        self.cache = cache
+        self.max_prompt_tokens = max_prompt_tokens
+        self.base_model = base_model
+        self.adapter_sha256 = adapter_sha256
+        self._tools, self._kinds = tuple(ruleset.tool_names), tuple(ruleset.drift_kinds)
+        self._identity = engine.identity()
+        self._generation = engine.generation()
+        self._slots: dict[int, _Slot] = {}
+        # the sequential Policy protocol's view of slot 0
+        self.last_usage: tuple[int, int] | None = None
+        self.last_parse_failed = False
+        self.last_text: str | None = None
+
+    def generation_config(self) -> str:
+        """The `generation_config` column: everything about decoding and prompting, as JSON."""
+        config = {
+            **self._generation,
+            "harness": self.harness,
+            "format_version": FORMAT_VERSION,
+            "max_prompt_tokens": self.max_prompt_tokens,
+        }
+        return json.dumps(config, sort_keys=True)
+
+    # -- lockstep ---------------------------------------------------------------------------------------
+    def start_slot(self, slot: int, cell: Any = None) -> None:
+        self._slots[slot] = _Slot(sample_index=getattr(cell, "sample_index", 0) if cell is not None else 0)
+
+    def act_batch(self, entries: Sequence[tuple[int, Any, dict[str, Any]]]) -> list[Decision]:
+        """Decide for every (slot, cell, observation) at once."""
+        prompts, samples = [], []
+        for slot, _cell, observation in entries:
+            state = self._slots.setdefault(slot, _Slot())
+            if state.conversation is None:
+                state.conversation = self.conversation_type.for_ruleset(
+                    self.ruleset,
+                    observation,
+                    max_prompt_tokens=self.max_prompt_tokens,
+                    count_tokens=self.engine.count_tokens,
+                )
+            else:
+                state.conversation.add_turn(state.last_text or "", observation)
+            prompts.append(state.conversation.messages())
+            samples.append(state.sample_index)
+        completions = self._complete(prompts, samples)
+        decisions = []
+        for (slot, _cell, _obs), completion in zip(entries, completions, strict=True):
+            if isinstance(completion, BaseException):
+                decisions.append(Decision(None, error=completion))
+                continue
+            self._slots[slot].last_text = completion.text
+            decisions.append(self._decide(completion))
+        return decisions
+
+    def _decide(self, completion: Completion) -> Decision:
+        usage = (completion.tokens_in, completion.tokens_out)
+        if self.harness == "legacy":
+            parsed = legacy_parse(completion.text, self._tools, self._kinds)
+        else:
+            parsed = parse_output(completion.text, self._tools, self._kinds)
+        if parsed.action is None:
+            return Decision(completion.text, usage, True, completion.text, completion.cached)
+        return Decision(parsed.action, usage, False, completion.text, completion.cached)
+
+    def _complete(self, prompts: list[list[Message]], samples: list[int]) -> list[Completion | BaseException]:
+        if self.cache is None:
+            return list(self.engine.generate(prompts, samples))
+        from schemashift.policies.llm.cache import ResponseCache
+
+        keys = [
+            ResponseCache.key(self._identity, p, self._generation, s)
+            for p, s in zip(prompts, samples, strict=True)
+        ]
+        found: list[Completion | BaseException | None] = [self.cache.get(key) for key in keys]
+        first: dict[str, int] = {}
+        for position, (key, hit) in enumerate(zip(keys, found, strict=True)):
+            if hit is None:
+                first.setdefault(key, position)
+        if first:
+            missing = list(first.values())
+            made = self.engine.generate([prompts[i] for i in missing], [samples[i] for i in missing])
+            fresh = dict(zip((keys[i] for i in missing), made, strict=True))
+            for key, completion in fresh.items():
+                if isinstance(completion, Completion):
+                    self.cache.put(key, completion)
+            found = [fresh[key] if hit is None else hit for key, hit in zip(keys, found, strict=True)]
+        return found  # type: ignore[return-value]
+
+    # -- one episode at a time (the Policy protocol) ------------------------------------------------------
+    def reset(self) -> None:
+        self.start_slot(0)
+
+    def start_episode(self, cell: Any) -> None:
+        self.start_slot(0, cell)
+
+    def act(self, observation: dict[str, Any]) -> Any:
+        (decision,) = self.act_batch([(0, None, observation)])
+        if decision.error is not None:
+            raise decision.error
+        self.last_usage = decision.usage
+        self.last_parse_failed = decision.parse_failed
+        self.last_text = decision.text
+        return decision.action
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
+
+
+class ApiModel:
+    """An OpenAI-compatible chat endpoint as an engine; requests of a round run concurrently."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+    ) -> None:
+        self.client = client
+        self.max_tokens, self.temperature, self.top_p, self.seed = max_tokens, temperature, top_p, seed
+
+    def identity(self) -> dict[str, Any]:
+        return self.client.identity()
+
+    def generation(self) -> dict[str, Any]:
+        return {
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+        }
+
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        return estimate_tokens(messages)
+
+    def generate(
+        self, prompts: Sequence[Sequence[Message]], sample_indices: Sequence[int]
+    ) -> list[Completion | BaseException]:
+        requests = []
+        for messages, sample in zip(prompts, sample_indices, strict=True):
+            request: dict[str, Any] = {
+                "messages": list(messages),
+                "max_tokens": self.max_tokens,
+                "temperature": self.temperature,
+                "top_p": self.top_p,
+            }
+            if self.seed is not None:
+                request["seed"] = self.seed + sample
+            requests.append(request)
+        return self.client.complete_many(requests, return_errors=True)
+
+
+# -- factories for the policy registry ---------------------------------------------------------------
+
+_HF_OPTIONS = {"device", "dtype", "max_new_tokens", "temperature", "top_p", "seed"}
+_API_OPTIONS = {
+    "base_url",
+    "api_key_env",
+    "max_concurrency",
+    "timeout_s",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "seed",
+}
+_COMMON = {"harness", "cache", "max_prompt_tokens"}
+
+
+def _split(options: dict[str, Any], allowed: set[str], kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    unknown = set(options) - allowed - _COMMON
+    if unknown:
+        raise ValueError(f"{kind} policies take no option(s) {sorted(unknown)}")
+    engine = {k: v for k, v in options.items() if k in allowed and v is not None}
+    common = {k: v for k, v in options.items() if k in _COMMON}
+    return engine, common
+
+
+def _open_cache(common: dict[str, Any]) -> None:
+    cache = common.get("cache")
+    if isinstance(cache, (str, os.PathLike)):
+        from schemashift.policies.llm.cache import ResponseCache
+
+        common["cache"] = ResponseCache(cache)
+
+
+def make_hf_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPolicy:
+    """`hf:<model id or directory>[@<adapter directory>]`."""
+    from schemashift.policies.llm.local import LocalModel
+
+    model, _, adapter = spec.partition("@")
+    if not model:
+        raise ValueError("hf: policy needs a model id or directory, as hf:<model>[@<adapter>]")
+    engine_options, common = _split(options, _HF_OPTIONS, "hf:")
+    engine = LocalModel(model, adapter or None, **engine_options)
+    if common.get("max_prompt_tokens") is None:
+        common["max_prompt_tokens"] = engine.context_length - engine.max_new_tokens
+    _open_cache(common)
+    return ModelPolicy(
+        f"hf:{spec}",
+        engine,
+        ruleset,
+        base_model=model,
+        adapter_sha256=engine.adapter_sha256,
+        **common,
+    )
+
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+
+def make_openai_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPolicy:
+    """`openai:<model>` against an OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, HF router).
+
+    The base URL comes from the `base_url` option, else OPENAI_BASE_URL, else OpenAI's. The key
+    is read from the variable `api_key_env` names (default OPENAI_API_KEY when it is set; no key
+    otherwise, as local servers need none) and is never stored.
+    """
+    from schemashift.policies.llm.api_client import ChatClient
+
+    if not spec:
+        raise ValueError("openai: policy needs a model name, as openai:<model>")
+    engine_options, common = _split(options, _API_OPTIONS, "openai:")
+    base_url = engine_options.pop("base_url", None) or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+    key_env = engine_options.pop("api_key_env", None)
+    if key_env is None and os.environ.get(DEFAULT_KEY_ENV):
+        key_env = DEFAULT_KEY_ENV
+    client_options = {
+        k: engine_options.pop(k) for k in ("max_concurrency", "timeout_s") if k in engine_options
+    }
+    client = ChatClient(base_url, spec, api_key_env=key_env, **client_options)
+    _open_cache(common)
+    return ModelPolicy(
+        f"openai:{spec}", ApiModel(client, **engine_options), ruleset, base_model=spec, **common
+    )

@@ -1,0 +1,287 @@
+"""Supervised warm-start on oracle trajectories rendered in the interaction format.
+
+The oracle plays each (ruleset, scenario, seed); its episode becomes one multi-turn chat exactly
+as a model policy would see it (`policies.llm.format.Conversation`), and the loss falls on the
+assistant turns only (the action JSON and its end-of-turn token). A plain PyTorch loop trains
+either the full model or a LoRA adapter; the result is saved with `save_pretrained`, so
+`hf:OUT` (full) or `hf:BASE@OUT` (adapter) loads it. `schemashift sft` is the command.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from schemashift.env.environment import Environment
+from schemashift.env.rulesets import get_ruleset
+from schemashift.policies.llm.format import FORMAT_VERSION, Conversation, action_text
+from schemashift.policies.oracle import Oracle
+
+Message = dict[str, str]
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def oracle_conversation(ruleset: str, scenario: str, seed: int) -> list[Message]:
+    """The oracle's episode as chat messages, ending with its last action."""
+    rs = get_ruleset(ruleset)
+    env, oracle = Environment(rs), Oracle(rs)
+    observation = env.reset(scenario, seed)
+    conversation = Conversation.for_ruleset(rs, observation)
+    while not observation["done"]:
+        action = oracle.act(observation)
+        observation, _ = env.step(action)
+        conversation.add_turn(action_text(action), observation)
+    return conversation.messages()[:-1]  # the answer to the final action is never trained on
+
+
+def oracle_conversations(
+    rulesets: Sequence[str], seeds: Iterable[int], scenarios: Sequence[str] | None = None
+) -> list[list[Message]]:
+    """Distinct oracle conversations over rulesets x scenarios x seeds (duplicates dropped)."""
+    seeds = list(seeds)
+    seen, out = set(), []
+    for name in rulesets:
+        rs = get_ruleset(name)
+        for scenario in scenarios or rs.scenario_ids():
+            for seed in seeds:
+                messages = oracle_conversation(name, scenario, seed)
+                key = json.dumps(messages)
+                if key not in seen:
+                    seen.add(key)
+                    out.append(messages)
+    return out
+
+
+def render_ids(tokenizer: Any, messages: Sequence[Message], generation_prompt: bool) -> list[int]:
+    encoded = tokenizer.apply_chat_template(
+        list(messages), add_generation_prompt=generation_prompt, tokenize=True, return_dict=False
+    )
+    if isinstance(encoded, dict) or hasattr(encoded, "input_ids"):
+        encoded = encoded["input_ids"]
+    return list(encoded)
+
+
+def encode_conversation(
+    tokenizer: Any, messages: Sequence[Message], stop_ids: Sequence[int]
+) -> tuple[list, list]:
+    """Token ids of the whole chat and labels that keep only the assistant turns (-100 elsewhere).
+
+    An assistant turn's tokens are those between the prompt that asks for it (with the
+    generation prompt) and its end-of-turn token, inclusive: what the model must generate.
+    """
+    ids = render_ids(tokenizer, messages, False)
+    labels = [-100] * len(ids)
+    for k, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        start = len(render_ids(tokenizer, messages[:k], True))
+        end = len(render_ids(tokenizer, messages[: k + 1], False))
+        if ids[:start] != render_ids(tokenizer, messages[:k], True):
+            raise ValueError("the chat template does not render a conversation as a prefix of its extension")
+        span = ids[start:end]
+        stops = [i for i, token in enumerate(span) if token in stop_ids]
+        if stops:
+            end = start + stops[0] + 1
+        labels[start:end] = ids[start:end]
+    return ids, labels
+
+
+@dataclass
+class SftResult:
+    steps: int
+    first_loss: float
+    last_loss: float
+    seconds: float
+    examples: int
+    tokens: int
+
+
+def train_loop(
+    model: Any,
+    examples: Sequence[tuple[list[int], list[int]]],
+    *,
+    steps: int,
+    lr: float,
+    seed: int = 0,
+    max_seconds: float | None = None,
+    warmup: int = 10,
+    log: Callable[[str], None] | None = None,
+) -> SftResult:
+    """Plain AdamW over single conversations (warmup, cosine decay, clipping at 1.0)."""
+    import torch
+
+    if steps < 1 or not examples:
+        raise ValueError("sft needs at least one step and one example")
+    torch.manual_seed(seed)
+    order = random.Random(seed)
+    device = next(model.parameters()).device
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    model.train()
+    started = time.perf_counter()
+    losses: list[float] = []
+    tokens = 0
+    indices: list[int] = []
+    done = 0
+    for step in range(steps):
+        if not indices:
+            indices = list(range(len(examples)))
+            order.shuffle(indices)
+        ids, labels = examples[indices.pop()]
+        input_ids = torch.tensor([ids], device=device)
+        target = torch.tensor([labels], device=device)
+        loss = model(input_ids=input_ids, labels=target).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        loss = loss.detach()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+        tokens += len(ids)
+        done = step + 1
+        if log is not None and (step % 25 == 0 or step == steps - 1):
+            log(f"sft step {step + 1}/{steps} loss {losses[-1]:.4f}")
+        if max_seconds is not None and time.perf_counter() - started > max_seconds:
+            if log is not None:
+                log(f"sft stopped at step {done}: time cap {max_seconds:.0f} s")
+            break
+    model.eval()
+    tail = losses[-10:]
+    return SftResult(
+        steps=done,
+        first_loss=losses[0],
+        last_loss=sum(tail) / len(tail),
+        seconds=time.perf_counter() - started,
+        examples=len(examples),
+        tokens=tokens,
+    )
+
+
+def stop_ids_of(tokenizer: Any) -> list[int]:
+    ids = []
+    for token in (tokenizer.eos_token, "<|im_end|>", "<|eot_id|>"):
+        if token is None:
+            continue
+        token_id = tokenizer.convert_tokens_to_ids(token)
+        if isinstance(token_id, int) and token_id != tokenizer.unk_token_id and token_id not in ids:
+            ids.append(token_id)
+    return ids
+
+
+def sft(
+    model_name: str,
+    out: str | Path,
+    *,
+    rulesets: Sequence[str] = ("legacy",),
+    seeds: Iterable[int] = range(5),
+    scenarios: Sequence[str] | None = None,
+    steps: int = 200,
+    lr: float | None = None,
+    lora: bool = False,
+    lora_r: int = 16,
+    seed: int = 0,
+    max_seconds: float | None = None,
+    device: str | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Warm-start `model_name` on oracle conversations and save it (or its LoRA adapter) to `out`.
+
+    The directory appears complete or not at all (written next to it, then renamed)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} exists and is not empty")
+    tokenizer = AutoTokenizer.from_pretrained(model_name)
+    if tokenizer.chat_template is None:
+        raise ValueError(f"model {model_name!r} has no chat template")
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(model_name, dtype=dtype).to(dev)
+    return sft_model(
+        model,
+        tokenizer,
+        out,
+        base_model=model_name,
+        rulesets=rulesets,
+        seeds=seeds,
+        scenarios=scenarios,
+        steps=steps,
+        lr=lr if lr is not None else (2e-4 if lora else 2e-5),
+        lora=lora,
+        lora_r=lora_r,
+        seed=seed,
+        max_seconds=max_seconds,
+        log=log,
+    )
+
+
+def sft_model(
+    model: Any,
+    tokenizer: Any,
+    out: Path,
+    *,
+    base_model: str,
+    rulesets: Sequence[str],
+    seeds: Iterable[int],
+    scenarios: Sequence[str] | None,
+    steps: int,
+    lr: float,
+    lora: bool,
+    lora_r: int = 16,
+    seed: int = 0,
+    max_seconds: float | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    seeds = list(seeds)
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+        targets = [t for t in LORA_TARGETS if t in names]
+        config = LoraConfig(r=lora_r, lora_alpha=2 * lora_r, lora_dropout=0.0, target_modules=targets)
+        model = get_peft_model(model, config)
+    conversations = oracle_conversations(rulesets, seeds, scenarios)
+    stops = stop_ids_of(tokenizer)
+    examples = [encode_conversation(tokenizer, messages, stops) for messages in conversations]
+    result = train_loop(model, examples, steps=steps, lr=lr, seed=seed, max_seconds=max_seconds, log=log)
+    manifest = {
+        "kind": "lora" if lora else "full",
+        "base_model": base_model,
+        "format_version": FORMAT_VERSION,
+        "rulesets": list(rulesets),
+        "seeds": seeds,
+        "scenarios": list(scenarios) if scenarios else None,
+        "lr": lr,
+        "lora_r": lora_r if lora else None,
+        **result.__dict__,
+    }
+    partial = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    if partial.exists():
+        shutil.rmtree(partial)
+    model.save_pretrained(partial)
+    if not lora:
+        tokenizer.save_pretrained(partial)
+    (partial / "sft.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    if out.exists():
+        out.rmdir()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(partial, out)
+    return manifest

@@ -1,0 +1,170 @@
+"""A tiny chat model built offline, warm-started to emit the interaction format's actions.
+
+No weights can be downloaded in tests or CI, and a randomly initialised model never emits a
+parseable action, which would make every model test vacuous. So: a byte-level BPE tokenizer
+trained on the rendered oracle conversations, a Qwen2-shaped model with a Qwen2.5-style chat
+template (`<|im_start|>role ... <|im_end|>`), random weights from a fixed seed, then a short
+supervised pass (`train.sft`) on those conversations, capped in wall time. The result loads
+with `hf:DIR` like any Hugging Face checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import schemashift
+
+#: Qwen2.5's chat template without its tool-calling branches
+CHAT_TEMPLATE = (
+    "{%- if messages[0]['role'] == 'system' %}"
+    "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+    "{%- else %}"
+    "{{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if not (message['role'] == 'system' and loop.first) %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+TINY_SHAPE = {
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 4096,
+}
+#: seeds whose oracle episodes train the tiny model
+TRAIN_SEEDS = range(3)
+DEFAULTS = {"vocab_size": 2048, "steps": 200, "lr": 3e-3, "max_seconds": 240.0, "seed": 0}
+
+#: the code a tiny model depends on; its digest keys cached builds
+_SOURCES = ("train/tiny.py", "train/sft.py", "policies/llm/format.py", "policies/oracle.py", "env")
+
+
+def code_digest() -> str:
+    """SHA-256 over the sources that decide what the tiny model becomes."""
+    root = Path(schemashift.__file__).parent
+    digest = hashlib.sha256(json.dumps(DEFAULTS, sort_keys=True).encode())
+    for source in _SOURCES:
+        path = root / source
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        for file in files:
+            digest.update(str(file.relative_to(root)).encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()
+
+
+def build_tokenizer(texts: list[str], vocab_size: int) -> Any:
+    """A byte-level BPE with Qwen2's normalizer and pre-tokenizer, which is what transformers
+    rebuilds when it loads a tokenizer saved next to a Qwen2 config."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
+
+    core = Tokenizer(models.BPE())
+    core.normalizer = normalizers.NFC()
+    core.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    core.train_from_iterator(texts, trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        clean_up_tokenization_spaces=False,
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def build_tiny_model(
+    out: str | Path,
+    *,
+    rulesets: tuple[str, ...] = ("legacy",),
+    steps: int = DEFAULTS["steps"],
+    max_seconds: float | None = DEFAULTS["max_seconds"],
+    seed: int = DEFAULTS["seed"],
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Build, warm-start and save the tiny model to `out` (complete or absent)."""
+    import torch
+    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+    from schemashift.train.sft import oracle_conversations, sft_model
+
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} exists and is not empty")
+    conversations = oracle_conversations(rulesets, TRAIN_SEEDS)
+
+    texts = [CHAT_TEMPLATE] + [m["content"] for messages in conversations for m in messages]
+    # Train with the tokenizer exactly as it will be loaded again.
+    with tempfile.TemporaryDirectory() as scratch:
+        build_tokenizer(texts, DEFAULTS["vocab_size"]).save_pretrained(scratch)
+        tokenizer = AutoTokenizer.from_pretrained(scratch)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tokenizer.pad_token_id,
+        **TINY_SHAPE,
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = config.eos_token_id
+    model.generation_config.pad_token_id = config.pad_token_id
+    manifest = sft_model(
+        model,
+        tokenizer,
+        out,
+        base_model="tiny-qwen2 (random init)",
+        rulesets=rulesets,
+        seeds=TRAIN_SEEDS,
+        scenarios=None,
+        steps=steps,
+        lr=DEFAULTS["lr"],
+        lora=False,
+        seed=seed,
+        max_seconds=max_seconds,
+        log=log,
+    )
+    manifest.update(code_digest=code_digest(), shape=TINY_SHAPE, vocab_size=len(tokenizer))
+    (out / "sft.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def cached_tiny_model(cache_dir: str | Path, **kwargs: Any) -> Path:
+    """The tiny model for the current code under `cache_dir/tiny-<digest>`, built when absent."""
+    target = Path(cache_dir) / f"tiny-{code_digest()[:16]}"
+    if (target / "sft.json").exists():
+        return target
+    staging = Path(cache_dir) / f".tiny-build-{os.getpid()}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    build_tiny_model(staging, **kwargs)
+    try:
+        os.replace(staging, target)
+    except OSError:  # another process finished first
+        shutil.rmtree(staging, ignore_errors=True)
+    return target

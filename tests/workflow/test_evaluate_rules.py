@@ -1,0 +1,350 @@
+"""The evaluation rules (workflow/rules/evaluate.smk) through the real `snakemake`.
+
+API baselines: which models are enabled by which variables (dry-runs), and one end to end against
+the OpenAI-compatible server of tests/policies/llm/openai_server.py on 127.0.0.1: the real rule
+runs `schemashift eval`, the key travels only as a Bearer header, and a rerun replays from the
+response cache without a single request. Base model and checkpoint evaluations need training
+outputs and a GPU, so they are checked by dry-run against checkpoint folders made here.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from workflow_support import REPO, TEST_CONFIG, copy_repo, job_counts, planned_outputs, snakemake, tool
+
+sys.path.insert(0, str(REPO / "tests" / "policies" / "llm"))
+from openai_server import OpenAIServer, Step  # noqa: E402
+
+pytestmark = pytest.mark.skipif(tool("snakemake") is None, reason="snakemake is not installed")
+
+KEY_ENV = "SCHEMASHIFT_EVAL_TEST_KEY"
+KEY = "sk-eval-test-91c2d7e04f"
+API_KEY_VARS = ("HF_TOKEN", "OPENAI_API_KEY", "OLLAMA_API_KEY", "OLLAMA_BASE_URL")
+FILES = ("episodes.parquet", "drifts.parquet", "trajectories.jsonl.gz")
+with open(REPO / TEST_CONFIG) as f:
+    BASE_CONFIG = yaml.safe_load(f)
+SCENARIOS = BASE_CONFIG["evaluation"]["legacy"]["scenarios"]
+N_CELLS = len(SCENARIOS) * 2  # seeds 0-1
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory) -> Path:
+    return copy_repo(tmp_path_factory.mktemp("evaluate") / "repo")
+
+
+def no_keys(**set_vars: str) -> dict[str, str]:
+    """The environment of a snakemake call: the API key variables unset unless given here."""
+    return {name: "" for name in API_KEY_VARS} | set_vars
+
+
+def config_file(directory: Path, name: str = "config.yaml", **sections) -> Path:
+    config = {**BASE_CONFIG, **sections}
+    path = directory / name
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def dry_run(copy: Path, *args: str, env=None, **kwargs) -> tuple[dict[str, int], str]:
+    proc = snakemake(
+        copy, "--dry-run", "--forceall", "--printshellcmds", *args, env=env or no_keys(), **kwargs
+    )
+    return job_counts(proc.stdout), proc.stdout
+
+
+def shell_commands(output: str) -> list[str]:
+    return [
+        line.split("Shell command:", 1)[-1].strip()
+        for line in output.splitlines()
+        if "schemashift.cli eval" in line
+    ]
+
+
+# --- API baselines: enabling, by dry-run ----------------------------------------------------------
+
+
+def test_shipped_models_are_off_without_their_key_variables(copy):
+    counts, _ = dry_run(copy, configfile=None)
+    assert "evaluate_api" not in counts and "evaluate" not in counts
+
+
+@pytest.mark.parametrize(
+    ("variables", "enabled"),
+    [
+        ({"OPENAI_API_KEY": "sk-x"}, {"gpt-4o-mini"}),
+        ({"HF_TOKEN": "hf-x"}, {"qwen2.5-7b-instruct", "llama-3.1-8b-instruct"}),
+        ({"OLLAMA_API_KEY": "ol-x"}, {"gpt-oss-120b"}),
+        ({"OLLAMA_BASE_URL": "http://127.0.0.1:11434/v1"}, {"gpt-oss-120b"}),
+    ],
+)
+def test_a_key_variable_enables_its_shipped_models(copy, variables, enabled):
+    counts, output = dry_run(copy, "--until", "evaluate_api", configfile=None, env=no_keys(**variables))
+    jobs = [outs[0] for rule, outs in planned_outputs(output) if rule == "evaluate_api"]
+    assert {Path(out).parts[3] for out in jobs} == enabled
+    assert counts["evaluate_api"] == len(enabled)  # one ruleset (legacy) in config.yaml
+    for value in variables.values():
+        if value.startswith("http"):
+            continue
+        assert value not in output, "a key's value reached snakemake's output"
+    commands = shell_commands(output)
+    if "OLLAMA_BASE_URL" in variables:
+        (command,) = commands
+        assert "--base-url http://127.0.0.1:11434/v1" in command and "--api-key-env" not in command
+    elif "OLLAMA_API_KEY" in variables:
+        (command,) = commands
+        assert "--base-url https://ollama.com/v1 --api-key-env OLLAMA_API_KEY" in command
+        assert "--policy 'openai:gpt-oss:120b'" in command
+
+
+def test_api_job_command(copy, tmp_path):
+    models = {
+        "local-model": {
+            "policy": "openai:org/Local-1B",
+            "base_url": "http://127.0.0.1:9/v1",
+            "key_env": KEY_ENV,
+            "params_b": 1.0,
+            "max_concurrency": 3,
+            "timeout_s": 5,
+        }
+    }
+    path = config_file(tmp_path, models=models)
+    target = "results/eval/api/local-model/legacy/episodes.parquet"
+    counts, output = dry_run(copy, target, configfile=path, env=no_keys(**{KEY_ENV: KEY}))
+    assert counts == {"evaluate_api": 1}
+    (command,) = shell_commands(output)
+    assert command == (
+        "python -m schemashift.cli eval --policy 'openai:org/Local-1B' --base-url http://127.0.0.1:9/v1 "
+        f"--api-key-env {KEY_ENV} --max-concurrency 3 --timeout 5 --ruleset legacy "
+        f"--scenarios {','.join(SCENARIOS)} --seeds 0-1 --samples 1 "
+        "--cache results/cache/eval/api/local-model/legacy.sqlite --out results/eval/api/local-model/legacy "
+        "> results/logs/eval/api/local-model/legacy.log 2>&1"
+    )
+    assert KEY not in output
+    # without the key, the model is not in the default targets
+    counts, _ = dry_run(copy, configfile=path)
+    assert "evaluate_api" not in counts
+
+
+def test_enabled_true_without_its_key_is_a_clear_error(copy, tmp_path):
+    models = {
+        "m": {"policy": "openai:m", "base_url": "http://127.0.0.1:9/v1", "key_env": KEY_ENV, "params_b": 1.0}
+    }
+    models["m"]["enabled"] = True
+    proc = snakemake(
+        copy, "--dry-run", configfile=config_file(tmp_path, models=models), check=False, env=no_keys()
+    )
+    assert proc.returncode != 0
+    assert f"models.m is enabled but its key variable {KEY_ENV} is not set" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"policy": "hf:m", "base_url": "http://h/v1", "params_b": 1}, r"does not match"),
+        ({"policy": "openai:m", "base_url": "http://user:pw@h/v1", "params_b": 1}, r"does not match"),
+        ({"policy": "openai:m", "base_url": "http://h/v1"}, r"'params_b' is a required property"),
+        (
+            {"policy": "openai:m", "base_url": "http://h/v1", "params_b": 1, "key": "sk-1"},
+            r"'key' was unexpected",
+        ),
+    ],
+)
+def test_bad_model_entries_fail_the_dry_run(copy, tmp_path, entry, message):
+    proc = snakemake(copy, "--dry-run", configfile=config_file(tmp_path, models={"m": entry}), check=False)
+    assert proc.returncode != 0
+    assert re.search(message, proc.stdout), proc.stdout[-3000:]
+
+
+# --- base models and checkpoints, by dry-run ---------------------------------------------------------
+
+BASE = "org/Base-0.5B"
+SLUG = "org--Base-0.5B"
+TRAIN = {
+    "enabled": True,
+    "defaults": {"max_steps": 100, "save_steps": 50},
+    "runs": {
+        "grpo_a": {"base_model": BASE, "ruleset": "legacy", "reward": "v1"},
+        "grpo_b": {"base_model": BASE, "ruleset": "legacy", "reward": "binary", "checkpoints": [30]},
+    },
+}
+
+
+@pytest.fixture
+def checkpoints(copy):
+    """The checkpoint folders training would write (a later issue's rule)."""
+    made = [
+        copy / f"results/train/{run}/checkpoint-{step}"
+        for run, step in (("grpo_a", 50), ("grpo_a", 100), ("grpo_b", 30))
+    ]
+    for folder in made:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "adapter_config.json").write_text("{}")
+    yield made
+    for folder in made:
+        (folder / "adapter_config.json").unlink()
+        folder.rmdir()
+
+
+def test_checkpoints_and_one_shared_base_evaluation_are_default_targets_when_training_is_on(
+    copy, tmp_path, checkpoints
+):
+    counts, output = dry_run(copy, configfile=config_file(tmp_path, train=TRAIN))
+    assert counts["evaluate"] == 4, "one base model evaluation shared by both runs, and three checkpoints"
+    outputs = {outs[0] for rule, outs in planned_outputs(output) if rule == "evaluate"}
+    assert outputs == {
+        f"results/eval/{subject}/legacy/episodes.parquet"
+        for subject in (f"base/{SLUG}", "grpo_a/step-50", "grpo_a/step-100", "grpo_b/step-30")
+    }
+
+
+def test_no_checkpoint_evaluation_in_the_default_targets_when_training_is_off(copy, tmp_path, checkpoints):
+    counts, _ = dry_run(copy, configfile=config_file(tmp_path, train={**TRAIN, "enabled": False}))
+    assert "evaluate" not in counts
+    # auto on a machine without a GPU is off too
+    counts, _ = dry_run(
+        copy,
+        configfile=config_file(tmp_path, train={**TRAIN, "enabled": "auto"}),
+        env=no_keys(CUDA_VISIBLE_DEVICES=""),
+    )
+    assert "evaluate" not in counts
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_one_checkpoints_evaluation_is_a_target(copy, tmp_path, checkpoints, enabled):
+    path = config_file(tmp_path, train={**TRAIN, "enabled": enabled})
+    counts, output = dry_run(copy, "results/eval/grpo_a/step-50/legacy/episodes.parquet", configfile=path)
+    assert counts == {"evaluate": 1}
+    (command,) = shell_commands(output)
+    assert command == (
+        f"python -m schemashift.cli eval --policy 'hf:{BASE}@results/train/grpo_a/checkpoint-50' "
+        "--ruleset legacy "
+        f"--scenarios {','.join(SCENARIOS)} --seeds 0-1 --samples 1 "
+        "--cache results/cache/eval/grpo_a/step-50/legacy.sqlite --out results/eval/grpo_a/step-50/legacy "
+        "> results/logs/eval/grpo_a/step-50/legacy.log 2>&1"
+    )
+    assert re.search(r"resources:.*\bgpu=1\b", output)
+    counts, output = dry_run(copy, f"results/eval/base/{SLUG}/legacy/trajectories.jsonl.gz", configfile=path)
+    assert counts == {"evaluate": 1}
+    (command,) = shell_commands(output)
+    assert command.startswith(f"python -m schemashift.cli eval --policy 'hf:{BASE}' --ruleset legacy ")
+
+
+def test_a_checkpoint_evaluation_waits_for_its_checkpoint(copy, tmp_path):
+    path = config_file(tmp_path, train=TRAIN)
+    proc = snakemake(
+        copy,
+        "--dry-run",
+        "results/eval/grpo_a/step-100/legacy/episodes.parquet",
+        configfile=path,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "results/train/grpo_a/checkpoint-100" in proc.stdout and "Missing input files" in proc.stdout
+
+
+def test_a_step_the_run_does_not_save_is_a_clear_error(copy, tmp_path, checkpoints):
+    path = config_file(tmp_path, train=TRAIN)
+    proc = snakemake(
+        copy, "--dry-run", "results/eval/grpo_a/step-70/legacy/episodes.parquet", configfile=path, check=False
+    )
+    assert proc.returncode != 0
+    assert "train run 'grpo_a' saves no checkpoint 70; its checkpoints: [50, 100]" in proc.stdout
+
+
+def test_a_run_without_checkpoints_is_a_clear_error(copy, tmp_path):
+    train = {
+        "enabled": True,
+        "defaults": {},
+        "runs": {"r": {"base_model": BASE, "ruleset": "legacy", "reward": "v1"}},
+    }
+    proc = snakemake(copy, "--dry-run", configfile=config_file(tmp_path, train=train), check=False)
+    assert proc.returncode != 0
+    assert "train run 'r' lists no checkpoints" in proc.stdout
+
+
+# --- an API baseline end to end ------------------------------------------------------------------------
+
+
+def scripted_agent(body: dict) -> str:
+    """Inspect the mail schema, then complete: two steps per episode."""
+    if any(m.get("role") == "assistant" for m in body["messages"]):
+        return json.dumps({"type": "complete_task", "complete": {"summary": "Inspected mail; done."}})
+    return json.dumps({"type": "inspect_schema", "inspect": {"tool": "mail"}})
+
+
+def read_rows(path: Path) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pylist()
+
+
+def texts_under(folder: Path) -> str:
+    parts = []
+    for file in folder.rglob("*"):
+        if file.is_file():
+            data = file.read_bytes()
+            parts.append((gzip.decompress(data) if file.suffix == ".gz" else data).decode("utf-8", "replace"))
+    return "\n".join(parts)
+
+
+TIMING = {"wall_s", "run_id"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_api_baseline_end_to_end_and_replay_from_the_cache(copy, tmp_path):
+    with OpenAIServer(scripted_agent, api_key=KEY) as server:
+        models = {
+            "served": {
+                "policy": "openai:served-model",
+                "base_url": server.base_url,
+                "key_env": KEY_ENV,
+                "params_b": 0.5,
+                "max_concurrency": 2,
+                "timeout_s": 30,
+            }
+        }
+        path = config_file(tmp_path, models=models)
+        out = copy / "results/eval/api/served/legacy"
+        env = no_keys(**{KEY_ENV: KEY})
+        # the first request is rate limited: the client waits and retries
+        server.script(Step(status=429, retry_after="1"))
+        proc = snakemake(
+            copy, f"{out.relative_to(copy)}/episodes.parquet", configfile=path, env=env, timeout=540
+        )
+        assert job_counts(proc.stdout) == {"evaluate_api": 1}
+        requests = server.chat_requests()
+        assert len(requests) >= 1 + 2 * N_CELLS
+        assert {r.headers["Authorization"] for r in requests} == {f"Bearer {KEY}"}
+        assert {r.body["model"] for r in requests} == {"served-model"}
+        assert server.max_in_flight <= 2
+        rows = read_rows(out / "episodes.parquet")
+        assert len(rows) == N_CELLS
+        assert {(r["scenario"], r["seed"]) for r in rows} == {(s, seed) for s in SCENARIOS for seed in (0, 1)}
+        assert all(r["status"] == "graded" for r in rows), [r.get("error") for r in rows]
+        assert {r["policy"] for r in rows} == {"openai:served-model"}
+        usage = sum(
+            len(" ".join(str(m["content"]) for m in r.body["messages"]).split()) for r in requests[1:]
+        )
+        assert sum(r["tokens_in"] for r in rows) == usage, "tokens in come from the server's usage"
+        # the key is nowhere in the results, the logs or snakemake's own records
+        for folder in ("results", ".snakemake"):
+            assert KEY not in texts_under(copy / folder), f"the key was written under {folder}/"
+        assert KEY not in proc.stdout
+
+        # a rerun from scratch (the whole output folder gone, so nothing resumes from it) replays
+        # every completion from the cache: no request, the same records
+        shutil.rmtree(out)
+        before = len(server.requests)
+        snakemake(copy, f"{out.relative_to(copy)}/episodes.parquet", configfile=path, env=env, timeout=540)
+        assert len(server.requests) == before, "the rerun sent requests"
+        again = read_rows(out / "episodes.parquet")
+        strip = [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
+        assert [{k: v for k, v in r.items() if k not in TIMING} for r in again] == strip
