@@ -105,6 +105,13 @@ class V1Ruleset(Ruleset):
     def splits(self) -> dict[str, tuple[int, int | None]]:
         return {"test": TEST_SEEDS, "train": (TRAIN_FIRST_SEED, None)}
 
+    def held_out(self) -> dict[str, list[str]]:
+        """What only the test split draws: drift kinds, and kinds on particular tools."""
+        return {
+            "test-only drift kinds": sorted(HELD_OUT_KINDS),
+            "test-only tool/kind pairs": sorted(f"{tool}:{kind}" for tool, kind in HELD_OUT_PAIRS),
+        }
+
     def split_seeds(self, split: str, count: int) -> list[int]:
         """The first `count` seeds of a split."""
         if split not in self.splits():
