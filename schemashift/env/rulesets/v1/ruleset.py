@@ -341,11 +341,8 @@ class V1Ruleset(Ruleset):
             detection = max(0.0, 1.0 - WRONG_REPORT_PENALTY * wrong)
         adaptation = sum(self._adaptation(ep, d) for d in fired) / len(fired) if fired else 1.0
         task = ep.task
-        step_efficiency = max(0.0, 1.0 - ep.step / task.max_steps)
-        if ep.tokens_remaining < task.token_budget:
-            efficiency = 0.5 * step_efficiency + 0.5 * ep.tokens_remaining / task.token_budget
-        else:
-            efficiency = step_efficiency
+        # Unreported tokens leave the budget whole, so reporting them can only lower the figure.
+        efficiency = max(0.0, 1.0 - ep.step / task.max_steps) * (ep.tokens_remaining / task.token_budget)
         rubric = (
             W_COMPLETION * completion
             + W_DETECTION * detection
