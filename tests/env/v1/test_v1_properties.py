@@ -80,7 +80,7 @@ def test_every_drift_kind_is_drawn_and_held_out_ones_only_in_test():
     assert set(by_split["test"]) >= HELD_OUT_PAIRS
 
 
-# -- farming ---------------------------------------------------------------------------------------------
+# -- farming --------------------------------------------------------------------------------------
 def _calls(actions):
     return [a for a in actions if a["type"] == "call_tool"]
 
@@ -152,7 +152,7 @@ def test_farming_strategies_earn_less_than_the_honest_solution(family):
             assert farmed["score"] < honest["score"], where
 
 
-# -- bounded random search ----------------------------------------------------------------------------------
+# -- bounded random search ------------------------------------------------------------------------
 SEARCH_SEQUENCES = 1000
 
 

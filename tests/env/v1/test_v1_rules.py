@@ -48,7 +48,7 @@ def step_to(env: Environment, step: int, tool: str) -> None:
         env.step(inspect(tool))
 
 
-# -- the drift catalogue, as an agent meets it ---------------------------------------------------------
+# -- the drift catalogue, as an agent meets it ----------------------------------------------------
 def test_field_rename_answers_400_naming_the_accepted_fields():
     family, seed, spec = find("field_rename", first_step=True)
     env = started(family, seed)
@@ -168,7 +168,7 @@ def test_no_drift_announcements_and_docs_stay_stale():
                 assert json.loads(json.dumps(observation)) == observation
 
 
-# -- grading -------------------------------------------------------------------------------------------------------
+# -- grading --------------------------------------------------------------------------------------
 def _oracle(family: str, seed: int) -> list:
     return RULESET.solution(RULESET.build_task(family, seed))
 
@@ -261,7 +261,7 @@ def test_summary_must_name_the_right_company_only():
     assert not play(family, seed, hedged)["success"]
 
 
-# -- detection needs evidence; wrong reports count against it -------------------------------------------------
+# -- detection needs evidence; wrong reports count against it -------------------------------------
 def test_a_report_without_evidence_earns_nothing_and_counts_as_wrong():
     family, seed, spec = find("field_rename", first_step=True)
     actions = _oracle(family, seed)
@@ -286,7 +286,7 @@ def test_inspection_after_the_drift_is_evidence():
     assert row["discovered_step"] == 1 and row["reported_step"] == 2
 
 
-# -- episode mechanics ------------------------------------------------------------------------------------------------
+# -- episode mechanics ----------------------------------------------------------------------------
 def test_invalid_actions_consume_a_step_and_the_episode_goes_on():
     env = started("customer_lookup", 0)
     obs, reward = env.step("{not json")
