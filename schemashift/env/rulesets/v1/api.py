@@ -173,6 +173,7 @@ class Endpoint:
         new.converters = dict(self.converters)
         new.extra = {k: dict(v) for k, v in self.extra.items()}
         new.restructure = self.restructure
+        new.deprecated = None if name else self.deprecated
         return new
 
     def live_name(self, canonical: str) -> str:
@@ -197,10 +198,15 @@ class Api:
     RECORD_FIELDS: frozenset[str] = frozenset()
 
     def __init__(self, data: dict[str, Any]) -> None:
-        self.endpoints: dict[str, Endpoint] = {
-            name: Endpoint(name, dict(params), list(required), dict(shape), errors)
-            for name, params, required, shape, errors in self.ENDPOINTS
-        }
+        templates = _TEMPLATES.get(type(self))
+        if templates is None:
+            templates = _TEMPLATES[type(self)] = {
+                name: Endpoint(name, dict(params), list(required), dict(shape), errors)
+                for name, params, required, shape, errors in self.ENDPOINTS
+            }
+        # Copy-on-write: endpoints share the class's templates until a drift changes them.
+        self.endpoints: dict[str, Endpoint] = dict(templates)
+        self.owned: set[str] = set()
         self.retired: dict[str, dict[str, Any]] = {}
         self.removed: dict[str, dict[str, Any]] = {}
         self.remap: dict[int, int] = {}
@@ -350,8 +356,15 @@ class Api:
         getattr(self, "d_" + kind)(endpoint, details, step)
         self.view = None
 
+    def writable(self, endpoint: str) -> Endpoint:
+        """The endpoint's contract, made private to this episode so a drift may change it."""
+        if endpoint not in self.owned:
+            self.endpoints[endpoint] = self.endpoints[endpoint].copy()
+            self.owned.add(endpoint)
+        return self.endpoints[endpoint]
+
     def d_field_rename(self, endpoint, details, step) -> None:
-        ep = self.endpoints[endpoint]
+        ep = self.writable(endpoint)
         old, new = details["from"], details["to"]
         canonical = ep.to_canonical.pop(old, old)
         ep.params = {(new if k == old else k): v for k, v in ep.params.items()}
@@ -364,9 +377,10 @@ class Api:
             ep.response_shape = {(new if k == canonical else k): v for k, v in ep.response_shape.items()}
 
     def d_endpoint_deprecation(self, endpoint, details, step) -> None:
-        ep = self.endpoints[endpoint]
+        ep = self.writable(endpoint)
         replacement = details["replacement"]
         self.endpoints[replacement] = ep.copy(replacement)
+        self.owned.add(replacement)
         ep.deprecated = {"replacement": replacement, "sunset_step": step + details["sunset_after"]}
 
     def retire(self, endpoint: str) -> None:
@@ -376,7 +390,7 @@ class Api:
         self.view = None
 
     def d_new_required_param(self, endpoint, details, step) -> None:
-        ep = self.endpoints[endpoint]
+        ep = self.writable(endpoint)
         param = details["param"]
         ep.params[param] = "str"
         ep.required.append(param)
@@ -388,7 +402,7 @@ class Api:
         }
 
     def d_type_change(self, endpoint, details, step) -> None:
-        ep = self.endpoints[endpoint]
+        ep = self.writable(endpoint)
         canonical, converter = details["param"], details["converter"]
         live = ep.live_name(canonical)
         _, _, new_type, note = CONVERTERS[converter]
@@ -399,7 +413,7 @@ class Api:
             ep.response_shape[canonical] = new_type
 
     def d_response_restructure(self, endpoint, details, step) -> None:
-        ep = self.endpoints[endpoint]
+        ep = self.writable(endpoint)
         if ep.canonical in self.LIST_KEYS:
             ep.restructure = "list"
             list_key = self.LIST_KEYS[ep.canonical]
@@ -462,6 +476,10 @@ class Api:
                     return ep
                 found = ep
         return found
+
+
+#: per Api class: its documented endpoint contracts, shared read-only by every episode
+_TEMPLATES: dict[type[Api], dict[str, Endpoint]] = {}
 
 
 def build_view(api: Api) -> dict[str, Any]:

@@ -125,7 +125,7 @@ class V1Ruleset(Ruleset):
     def build_task(self, scenario: str, seed: int) -> Task:
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"v1 seeds are non-negative integers, got {seed!r}")
-        return _instance(scenario, seed)[0]
+        return _build_task(scenario, seed)
 
     def make_tools(self, task: Task) -> dict[str, Api]:
         return {name: API_CLASSES[name](task.seed_data[name]) for name in task.tools}
@@ -474,7 +474,7 @@ class V1Ruleset(Ruleset):
 
     def solution(self, task: Task) -> list[dict[str, Any]]:
         """The oracle's plan, written from the ground truth and the drift schedule (see `play_oracle`)."""
-        return copy.deepcopy(list(_instance(task.scenario, task.seed)[1]))
+        return copy.deepcopy(list(_solution(task.scenario, task.seed)))
 
     def play_oracle(self, task: Task) -> list[dict[str, Any]]:
         """Build the oracle's plan by playing the episode.
@@ -563,11 +563,13 @@ def _report(spec: DriftSpec) -> dict[str, Any]:
 
 # -- task construction ----------------------------------------------------------------------------
 @lru_cache(maxsize=4096)
-def _instance(scenario: str, seed: int) -> tuple[Task, tuple[dict[str, Any], ...]]:
-    """The task of (scenario, seed) and its oracle solution.
+def _build_task(scenario: str, seed: int) -> Task:
+    """The task of (scenario, seed).
 
-    A drift plan whose solution would not fit in the step limit with two steps to spare (rate
-    limits can force waiting) is redrawn from the same generator, so every seed is solvable.
+    A drift plan whose oracle solution would not fit in the step limit with two steps to spare
+    is redrawn from the same generator, so every seed is solvable. Without a rate limit the
+    solution takes at most one call per planned call, one inspection and one report per drift
+    and the completion, so only plans with a rate limit (which can force waiting) are played.
     """
     if scenario in families.FAMILIES:
         tier, builder, max_steps, _ = families.FAMILIES[scenario]
@@ -593,10 +595,18 @@ def _instance(scenario: str, seed: int) -> tuple[Task, tuple[dict[str, Any], ...
             split,
             draw_drifts(drift_rng, spec.ops, tier, split),
         )
-        actions = _oracle_ruleset().play_oracle(task)
-        if len(actions) <= max_steps - 2:
-            return task, tuple(actions)
+        plan = task.drift_plan
+        if not any(d.kind == "rate_limit_tightening" for d in plan):
+            if len(spec.ops) + 2 * len(plan) + 1 <= max_steps - 2:
+                return task
+        elif len(_oracle_ruleset().play_oracle(task)) <= max_steps - 2:
+            return task
     raise RuntimeError(f"no solvable drift plan for {scenario} seed {seed}")
+
+
+@lru_cache(maxsize=1024)
+def _solution(scenario: str, seed: int) -> tuple[dict[str, Any], ...]:
+    return tuple(_oracle_ruleset().play_oracle(_build_task(scenario, seed)))
 
 
 def _task(scenario, seed, tier, family, max_steps, spec, split, plan) -> Task:
