@@ -180,6 +180,7 @@ def play_episode(backend: EnvBackend, policy: Policy, cell: Cell, context: RunCo
         "trajectory_version": TRAJECTORY_VERSION,
         "ruleset_version": task["ruleset_version"],
         "status": "graded",
+        "schedule": task.get("schedule"),
         "steps": steps,
         "final": {key: record[key] for key in FINAL_KEYS if key in record},
     }

@@ -72,6 +72,12 @@ def test_one_drift_row_per_planned_drift(results):
     records.to_table([d for r in results for d in r.drifts], records.DRIFT_COLUMNS)
 
 
+def test_trajectories_record_the_drift_schedule(results):
+    for result in results:
+        task = V1.build_task(result.record["scenario"], result.record["seed"])
+        assert result.trajectory["schedule"] == task.schedule()
+
+
 def test_replaying_a_v1_trajectory_reproduces_its_row(results):
     for result in results:
         actions, tokens = trajectory_actions(result.trajectory)

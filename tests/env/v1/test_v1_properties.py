@@ -208,3 +208,19 @@ def test_random_search_finds_no_failing_sequence_above_the_honest_reward(family)
             assert outcome["training_reward"] < honest["training_reward"], (family, seed, n)
             assert outcome["score"] == 0.0
     assert failing >= SEARCH_SEQUENCES // 4  # the search did explore failures
+
+
+DEEP_SEEDS = 1000
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("scenario", FAMILIES + ["composed_pair", "composed_triple"])
+def test_oracle_solves_many_more_seeds(scenario):
+    """The oracle over 1,000 seeds of each split (compositions included)."""
+    env = Environment(RULESET)
+    seeds = list(range(DEEP_SEEDS)) + list(range(10000, 10000 + DEEP_SEEDS)) + [9999, 2**40]
+    for seed in seeds:
+        task = RULESET.build_task(scenario, seed)
+        summary = play(scenario, seed, RULESET.solution(task), env)
+        assert summary["success"] and summary["drift_detection"] == 1.0, (scenario, seed)
