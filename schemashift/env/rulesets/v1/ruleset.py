@@ -477,9 +477,9 @@ class V1Ruleset(Ruleset):
         return copy.deepcopy(list(_solution(task.scenario, task.seed)))
 
     def play_oracle(self, task: Task) -> list[dict[str, Any]]:
-        """Build the oracle's plan by playing the episode.
+        """The oracle's plan, built by playing the episode from the ground truth.
 
-        It is built by playing the episode: before each call it inspects and reports every drift
+        Before each call it inspects and reports every drift
         that has fired (the inspection is the evidence), renders the call under the live
         contract (renamed fields, converted types, extra required values, replacements and
         fallbacks) and, while a rate limit blocks a tool, works on another tool or waits by
@@ -510,8 +510,9 @@ class V1Ruleset(Ruleset):
                         break
                     play(_report(drift.spec))
                 continue
+            # Calls on one tool keep their order: a tool's calls all wait for the same limit.
             op = next((o for o in queue if ep.tools[o["tool"]].wait_needed(step) == 0), None)
-            if op is None or any(o["tool"] == op["tool"] for o in queue[: queue.index(op)]):
+            if op is None:
                 blocked = queue[0]["tool"]
                 play({"type": INSPECT_SCHEMA, "inspect": {"tool": blocked}})
                 continue
