@@ -112,15 +112,6 @@ class V1Ruleset(Ruleset):
             "test-only tool/kind pairs": sorted(f"{tool}:{kind}" for tool, kind in HELD_OUT_PAIRS),
         }
 
-    def split_seeds(self, split: str, count: int) -> list[int]:
-        """The first `count` seeds of a split."""
-        if split not in self.splits():
-            raise ValueError(f"unknown split {split!r}; v1 has {sorted(self.splits())}")
-        first, last = self.splits()[split]
-        if last is not None and count > last - first + 1:
-            raise ValueError(f"split {split!r} has only {last - first + 1} seeds")
-        return list(range(first, first + count))
-
     # -- task instances ----------------------------------------------------------------------------
     def build_task(self, scenario: str, seed: int) -> Task:
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
