@@ -281,7 +281,18 @@ class Api:
                 continue
             name = rename.get(key, key)
             converter = converters.get(name)
-            canonical[name] = CONVERTERS[converter][1](value) if converter else value
+            if converter is None:
+                canonical[name] = value
+                continue
+            try:
+                canonical[name] = CONVERTERS[converter][1](value)
+            except (ValueError, OverflowError, OSError):
+                return self._error(
+                    422,
+                    f"Parameter '{key}' of {self.name}.{endpoint}: {value!r:.60} is out of range "
+                    f"({self._describe(ep, key)}).",
+                    headers=headers,
+                )
         try:
             body = getattr(self, "h_" + ep.canonical)(canonical)
         except ApiError as exc:

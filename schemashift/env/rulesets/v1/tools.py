@@ -6,6 +6,7 @@ and raise ApiError for request-level failures (a record that does not exist, a b
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from schemashift.env.rulesets.v1.api import Api, ApiError
@@ -75,6 +76,17 @@ class MailApi(Api):
             }
         )
         return {"message_id": message_id, "sent_at": SENT_AT}
+
+
+def _is_utc_time(value: str) -> bool:
+    """An ISO 8601 UTC time to the second, as the calendar stores them (2026-04-27T10:00:00Z)."""
+    if len(value) != 20 or not value.endswith("Z"):
+        return False
+    try:
+        datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return False
+    return True
 
 
 EVENT_SHAPE = {
@@ -147,7 +159,7 @@ class CalendarApi(Api):
         return {"events": hits[: max(0, p.get("limit", PAGE))]}
 
     def _check_times(self, start: str, end: str) -> None:
-        if not (len(start) == len(end) == 20 and start.endswith("Z") and end.endswith("Z")):
+        if not (_is_utc_time(start) and _is_utc_time(end)):
             raise ApiError(
                 422, f"start and end must be ISO 8601 UTC like 2026-04-27T10:00:00Z, got {start!r}, {end!r}."
             )
