@@ -11,7 +11,12 @@ policy_aware_heuristic agent, reset(task_id, seed) / step(action, tokens_used=0)
 two alternate within each repeat, so both see the same machine conditions, and the script
 prints both figures and the ratio original/ours.
 
+`--ruleset legacy,v1` times several rulesets under the same policy, interleaved the same way,
+and prints each figure and the ratio to the first (v1 draws a fresh world per seed, checks
+types on every call, and grades the final world, so its steps cost more).
+
     python benchmarks/step_speed.py [--episodes 3000] [--repeats 7] [--original DIR]
+    python benchmarks/step_speed.py --ruleset legacy,v1
 """
 
 from __future__ import annotations
@@ -74,7 +79,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--ruleset", default="legacy")
+    parser.add_argument("--ruleset", default="legacy", help="a ruleset, or a comma list timed side by side")
     parser.add_argument("--policy", default="policy_aware_heuristic")
     parser.add_argument("--episodes", type=int, default=3000)
     parser.add_argument("--repeats", type=int, default=7)
@@ -85,14 +90,16 @@ def main() -> None:
         help="a checkout of the original SchemaShift repository: also time it, interleaved with ours",
     )
     args = parser.parse_args()
-    env = Environment(args.ruleset)
-    scenarios = env.ruleset.scenario_ids()
-    policy = make_policy(args.policy, args.ruleset)
-    passes: dict[str, Pass] = {"ours": partial(one_pass, env, policy, scenarios)}
+    rulesets = args.ruleset.split(",")
+    passes: dict[str, Pass] = {}
+    for name in rulesets:
+        env = Environment(name)
+        label = "ours" if len(rulesets) == 1 else name
+        passes[label] = partial(one_pass, env, make_policy(args.policy, name), env.ruleset.scenario_ids())
     if args.original is not None:
-        if (args.ruleset, args.policy) != ("legacy", "policy_aware_heuristic"):
+        if (rulesets, args.policy) != (["legacy"], "policy_aware_heuristic"):
             parser.error("--original compares the legacy ruleset under policy_aware_heuristic only")
-        passes["original"] = original_pass(args.original, scenarios)
+        passes["original"] = original_pass(args.original, Environment("legacy").ruleset.scenario_ids())
 
     for run in passes.values():
         run(WARMUP_EPISODES)
@@ -104,12 +111,12 @@ def main() -> None:
         for name, run in order:
             seconds, steps[name] = run(args.episodes)
             per_step[name].append(seconds / steps[name] * 1e6)
-    if len(set(steps.values())) > 1:
+    if "original" in passes and len(set(steps.values())) > 1:
         sys.exit(f"the implementations played different numbers of steps per pass: {steps}")
 
     print(
         f"ruleset={args.ruleset} policy={args.policy} episodes/pass={args.episodes} "
-        f"steps/pass={steps['ours']}"
+        f"steps/pass={','.join(str(n) for n in steps.values())}"
     )
     for name, figures in per_step.items():
         label = f"{name:<9} " if len(passes) > 1 else ""
@@ -117,6 +124,10 @@ def main() -> None:
             f"{label}us per step: median {statistics.median(figures):.2f}  "
             f"min {min(figures):.2f}  max {max(figures):.2f}"
         )
+    if len(rulesets) > 1:
+        base = statistics.median(per_step[rulesets[0]])
+        for name in rulesets[1:]:
+            print(f"ratio {name}/{rulesets[0]}: medians {statistics.median(per_step[name]) / base:.2f}")
     if "original" in per_step:
         ours, original = per_step["ours"], per_step["original"]
         print(

@@ -63,6 +63,10 @@ class Ruleset:
     def scenario_ids(self) -> list[str]:
         return [info.id for info in self.scenarios()]
 
+    def compositions(self) -> list[ScenarioInfo]:
+        """Generated scenarios that runs include only when asked for (none by default)."""
+        return []
+
     def scenario_info(self, scenario: str) -> ScenarioInfo:
         for info in self.scenarios():
             if info.id == scenario:

@@ -34,10 +34,17 @@ def _oracle(ruleset: Ruleset) -> Policy:
     return Oracle(ruleset)
 
 
+def _random(ruleset: Ruleset) -> Policy:
+    from schemashift.policies.random_policy import RandomPolicy
+
+    return RandomPolicy()
+
+
 BUILTIN: dict[str, Factory] = {
     "naive_heuristic": _naive,
     "policy_aware_heuristic": _policy_aware,
     "oracle": _oracle,
+    "random": _random,
 }
 #: name prefix -> "module:function" taking (spec after the prefix, ruleset) and returning a Policy
 PREFIXES: dict[str, str] = {

@@ -12,7 +12,7 @@ from schemashift.env.rulesets import get_ruleset
 class EnvBackend(Protocol):
     """One episode at a time: reset, step until done, then `outcome()` for the records.
 
-    `outcome()` returns {"task": {tier, family, split, max_steps, ruleset_version},
+    `outcome()` returns {"task": {tier, family, split, max_steps, ruleset_version, schedule},
     "summary": ruleset summary columns, "drifts": per-drift rows, "history": full step records}.
     Invalid actions on rulesets that reject them raise `schemashift.env.InvalidAction`.
     """
@@ -58,6 +58,7 @@ class InProcessBackend:
                 "split": task.split,
                 "max_steps": task.max_steps,
                 "ruleset_version": rs.version,
+                "schedule": task.schedule(),
             },
             "summary": rs.summary(ep),
             "drifts": rs.drift_outcomes(ep),

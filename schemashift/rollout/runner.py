@@ -203,6 +203,7 @@ class _Episode:
             "trajectory_version": TRAJECTORY_VERSION,
             "ruleset_version": task["ruleset_version"],
             "status": "graded",
+            "schedule": task.get("schedule"),
             "steps": steps,
             "final": {key: record[key] for key in FINAL_KEYS if key in record},
         }

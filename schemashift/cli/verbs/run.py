@@ -22,7 +22,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seeds",
         default=None,
-        help="seeds as a range '0-4', a comma list '0,2,5' or both '0-2,7' (default: 0-4)",
+        help="seeds as a range '0-4', a comma list '0,2,5' or both '0-2,7' "
+        "(default: the first 5 seeds of --split, else 0-4)",
+    )
+    parser.add_argument(
+        "--split",
+        default=None,
+        help="seed split of rulesets that have them (v1: train, test); --seeds must then lie in it",
+    )
+    parser.add_argument(
+        "--compositions",
+        action="store_true",
+        help="with --scenarios all, also play the ruleset's generated cross-tool compositions",
     )
     parser.add_argument("--samples", type=int, default=1, help="episodes per (scenario, seed) (default: 1)")
     parser.add_argument(
@@ -44,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from schemashift import provenance
     from schemashift.cli import CliError
-    from schemashift.cli.options import parse_scenarios, parse_seeds
+    from schemashift.cli.options import parse_scenarios
     from schemashift.cli.progress import Progress
     from schemashift.env.rulesets import UnknownRuleset, get_ruleset
     from schemashift.policies import UnknownPolicy, make_policy
@@ -62,8 +73,14 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CliError(f"--out {args.out} exists and is not a directory")
-    scenarios = parse_scenarios(args.scenarios, ruleset.scenario_ids())
-    seeds = parse_seeds(args.seeds if args.seeds is not None else "0-4")
+    families = ruleset.scenario_ids()
+    composed = [info.id for info in ruleset.compositions()]
+    if args.compositions and not composed:
+        raise CliError(f"ruleset {ruleset.name!r} has no generated compositions")
+    scenarios = parse_scenarios(args.scenarios, families + composed)
+    if args.scenarios.strip() == "all" and not args.compositions:
+        scenarios = families
+    seeds = _seeds(args, ruleset)
     cell_list = cells([ruleset.name], scenarios, seeds, args.samples)
     invocation = {
         "ruleset": ruleset.name,
@@ -71,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         "policy": args.policy,
         "scenarios": scenarios,
         "seeds": seeds,
+        "split": args.split,
         "samples": args.samples,
     }
     context = RunContext(
@@ -103,3 +121,30 @@ def run(args: argparse.Namespace) -> int:
             f"mean score {mean_score:.6f} -> {args.out}"
         )
     return 1 if failed else 0
+
+
+DEFAULT_SPLIT_SEEDS = 5
+
+
+def _seeds(args: argparse.Namespace, ruleset) -> list[int]:
+    """--seeds as given, or the first seeds of --split; seeds outside the split are an error."""
+    from schemashift.cli import CliError
+    from schemashift.cli.options import parse_seeds
+
+    if args.split is None:
+        return parse_seeds(args.seeds if args.seeds is not None else "0-4")
+    splits = ruleset.splits()
+    if args.split not in splits:
+        if not splits:
+            raise CliError(f"ruleset {ruleset.name!r} has no seed splits; drop --split")
+        raise CliError(f"--split: unknown split {args.split!r}; {ruleset.name} has {', '.join(splits)}")
+    first, last = splits[args.split]
+    if args.seeds is None:
+        count = DEFAULT_SPLIT_SEEDS if last is None else min(DEFAULT_SPLIT_SEEDS, last - first + 1)
+        return list(range(first, first + count))
+    seeds = parse_seeds(args.seeds)
+    outside = [s for s in seeds if ruleset.split_of(s) != args.split]
+    if outside:
+        bounds = f"{first}-{last if last is not None else ''}"
+        raise CliError(f"--seeds: {outside[:5]} are not in split {args.split!r} (seeds {bounds})")
+    return seeds

@@ -11,6 +11,9 @@ HELP = "list the scenarios (families), tiers and splits of a ruleset"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ruleset", default="legacy", help="ruleset to list (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--compositions", action="store_true", help="also list the generated cross-tool compositions"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,7 +26,8 @@ def run(args: argparse.Namespace) -> int:
         ruleset = get_ruleset(args.ruleset)
     except UnknownRuleset as exc:
         raise CliError(str(exc)) from None
-    infos = ruleset.scenarios()
+    infos = ruleset.scenarios() + (ruleset.compositions() if args.compositions else [])
+    held_out = getattr(ruleset, "held_out", dict)()
     splits = {
         name: {"first_seed": first, "last_seed": last} for name, (first, last) in ruleset.splits().items()
     }
@@ -33,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
             "version": ruleset.version,
             "available_rulesets": available_rulesets(),
             "splits": splits,
+            "held_out": held_out,
+            "compositions": [i.id for i in ruleset.compositions()],
             "scenarios": [
                 {
                     "id": i.id,
@@ -57,4 +63,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"split {name}: seeds {bounds['first_seed']}-{last}")
     else:
         print("splits: none")
+    for name, items in held_out.items():
+        print(f"held out ({name}): {', '.join(items)}")
+    composed = ruleset.compositions()
+    if composed and not args.compositions:
+        print(f"compositions (with --compositions): {', '.join(i.id for i in composed)}")
     return 0

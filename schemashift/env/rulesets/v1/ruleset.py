@@ -1,0 +1,709 @@
+"""The `v1` ruleset: seeded procedural tasks, the full drift catalogue, final-state grading and a
+training reward that cannot be farmed (see docs/rulesets.md, section v1).
+
+Per step the environment calls, in order: fire_drifts (drifts due now, deprecation sunsets),
+dispatch (the tool call against the live contract), before_effects, apply_effects (evidence,
+reports, failures and recoveries per drift; invalid-action count), is_terminal, reward
+(potential-based shaping, plus the gated score on the terminal step) and observe.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import random
+from functools import lru_cache
+from typing import Any
+
+from schemashift.env.actions import (
+    COMPLETE_TASK,
+    INSPECT_SCHEMA,
+    REPORT_DRIFT,
+    TOOL_CALL_TYPES,
+    Action,
+    InvalidAction,
+)
+from schemashift.env.episode import DriftEvent, DriftSpec, Episode, ScenarioInfo, Task
+from schemashift.env.ruleset import Response, Ruleset, UnknownScenario
+from schemashift.env.rulesets.v1 import families
+from schemashift.env.rulesets.v1.api import Api, build_view, error, ok
+from schemashift.env.rulesets.v1.catalogue import (
+    CATALOGUE,
+    DRIFT_KINDS,
+    HELD_OUT_KINDS,
+    HELD_OUT_PAIRS,
+    TOOL_WIDE,
+    TOOL_WIDE_KINDS,
+)
+from schemashift.env.rulesets.v1.grading import collateral_damage, criterion_met
+from schemashift.env.rulesets.v1.tools import API_CLASSES, WRITE_ENDPOINTS
+
+W_COMPLETION, W_DETECTION, W_ADAPTATION, W_EFFICIENCY = 0.40, 0.25, 0.20, 0.15
+GAMMA = 0.99
+WRONG_REPORT_PENALTY = 0.5
+TEST_SEEDS = (0, 9999)
+TRAIN_FIRST_SEED = 10000
+TOKENS_PER_STEP = 4000
+HISTORY_WINDOW = 8
+#: kinds that exclude any other drift on the same endpoint
+EXCLUSIVE_KINDS = frozenset({"endpoint_deprecation", "tool_removal"})
+DOCS_NOTE = (
+    "tool_schemas is the API documentation as published when the episode started. The APIs may change "
+    "during the episode without notice; inspect_schema returns a tool's live schema. Report a change "
+    "with report_drift once you have evidence of it (a failed call or an inspection)."
+)
+
+
+def _derived_rng(*parts: Any) -> random.Random:
+    """A generator seeded from text: the same on every machine and Python build (never hash())."""
+    return random.Random("v1/" + "/".join(str(p) for p in parts))
+
+
+class V1Ruleset(Ruleset):
+    name = "v1"
+    version = "1"
+    tool_names = ("mail", "calendar", "crm")
+    drift_kinds = DRIFT_KINDS
+    invalid_actions_consume_step = True
+    charges_tokens = True
+
+    def __init__(self) -> None:
+        self._infos = [
+            ScenarioInfo(fid, tier, fid, tools, limit, FAMILY_BLURBS[fid])
+            for fid, (tier, _, limit, tools) in families.FAMILIES.items()
+        ]
+        self._composed = [
+            ScenarioInfo(
+                cid,
+                tier,
+                "composition",
+                ("mail", "calendar", "crm"),
+                limit,
+                f"{parts} subtasks drawn across tools per seed",
+            )  # fmt: skip
+            for cid, (tier, parts, limit) in families.COMPOSITIONS.items()
+        ]
+
+    # -- catalogue ---------------------------------------------------------------------------------
+    def scenarios(self) -> list[ScenarioInfo]:
+        """The six families; generated compositions are listed by `compositions()`."""
+        return list(self._infos)
+
+    def compositions(self) -> list[ScenarioInfo]:
+        return list(self._composed)
+
+    def scenario_info(self, scenario: str) -> ScenarioInfo:
+        for info in self._infos + self._composed:
+            if info.id == scenario:
+                return info
+        raise self._unknown(scenario)
+
+    def _unknown(self, scenario: str) -> UnknownScenario:
+        known = [i.id for i in self._infos + self._composed]
+        return UnknownScenario(f"Unknown scenario {scenario!r} for ruleset 'v1'. Available: {known}")
+
+    def splits(self) -> dict[str, tuple[int, int | None]]:
+        return {"test": TEST_SEEDS, "train": (TRAIN_FIRST_SEED, None)}
+
+    def held_out(self) -> dict[str, list[str]]:
+        """What only the test split draws: drift kinds, and kinds on particular tools."""
+        return {
+            "test-only drift kinds": sorted(HELD_OUT_KINDS),
+            "test-only tool/kind pairs": sorted(f"{tool}:{kind}" for tool, kind in HELD_OUT_PAIRS),
+        }
+
+    # -- task instances ----------------------------------------------------------------------------
+    def build_task(self, scenario: str, seed: int) -> Task:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"v1 seeds are non-negative integers, got {seed!r}")
+        return _build_task(scenario, seed)
+
+    def make_tools(self, task: Task) -> dict[str, Api]:
+        return {name: API_CLASSES[name](task.seed_data[name]) for name in task.tools}
+
+    def new_episode(self, scenario: str, seed: int, episode_id: str | None = None) -> Episode:
+        return self.start(self.build_task(scenario, seed), episode_id)
+
+    def start(self, task: Task, episode_id: str | None = None) -> Episode:
+        """A fresh episode of a task instance."""
+        ep = Episode(task, episode_id or os.urandom(16).hex(), self.make_tools(task))
+        extra = ep.extra
+        extra["base"] = {
+            "episode_id": ep.episode_id,
+            "ruleset": self.name,
+            "task_id": task.scenario,
+            "family": task.family,
+            "seed": task.seed,
+            "difficulty": task.tier,
+            "max_steps": task.max_steps,
+            "task_description": task.description,
+            "success_criteria": list(task.success_criteria),
+            "tool_schemas": _start_docs(task.tools),
+            "documentation_note": DOCS_NOTE,
+            "drift_kinds": list(DRIFT_KINDS),
+        }
+        extra["retire"] = {}
+        extra["evidence"] = {}
+        extra["failed"] = {}
+        extra["recovered"] = {}
+        extra["wrong_reports"] = 0
+        extra["invalid"] = 0
+        extra["retired_calls"] = 0
+        extra["summary_text"] = None
+        extra["known"] = {}
+        extra["dirty"] = False
+        phi = extra["phi"] = self._progress(ep)[0]
+        extra["phi0"] = phi
+        extra["training_reward"] = 0.0
+        extra["grade"] = None
+        return ep
+
+    # -- step pipeline -----------------------------------------------------------------------------
+    def fire_drifts(self, ep: Episode) -> list[DriftEvent]:
+        step = ep.step
+        retiring = ep.extra["retire"].pop(step, None)
+        if retiring:
+            for tool, endpoint in retiring:
+                ep.tools[tool].retire(endpoint)
+        due = ep.drifts_by_step.get(step)
+        if not due:
+            return []
+        for drift in due:
+            spec = drift.spec
+            ep.tools[spec.tool].apply_drift(spec.kind, spec.endpoint, spec.details, step)
+            drift.fired = True
+            drift.fired_step = step
+            if spec.kind == "endpoint_deprecation":
+                ep.extra["retire"].setdefault(step + spec.details["sunset_after"], []).append(
+                    (spec.tool, spec.endpoint)
+                )
+        return due
+
+    def call_tool(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
+        if not action.present:
+            ep.extra["invalid"] += 1
+            key = "tool_call" if action.type == "call_tool" else "retry"
+            return _invalid(f"{action.type} needs a '{key}' object with tool, endpoint and params")
+        api = ep.tools.get(action.tool)
+        if api is None:
+            message = f"Tool '{action.tool}' is not available in this task; available: {list(ep.tools)}."
+            return error(404, message, "unknown_tool"), f"{action.tool}: status=404 (unknown_tool)"
+        response = api.call(action.endpoint, action.params, ep.step)
+        if response["ok"]:
+            live = api.endpoints.get(action.endpoint)
+            if live is not None and (action.tool, live.canonical) in WRITE_ENDPOINTS:
+                ep.extra["dirty"] = True
+                known = ep.extra["known"] = dict(ep.extra["known"])
+                key = _KNOWN_KEYS[(action.tool, live.canonical)]
+                known[key] = known.get(key, 0) + 1
+            return response, f"Called {action.tool}.{action.endpoint}: status=200"
+        if response["body"]["code"] == "endpoint_retired":
+            ep.extra["retired_calls"] += 1
+        return (
+            response,
+            f"Called {action.tool}.{action.endpoint}: "
+            f"status={response['status']} ({response['body']['code']})",
+        )
+
+    def inspect(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
+        api = ep.tools.get(action.tool) if action.present else None
+        if api is None:
+            if not action.present:
+                ep.extra["invalid"] += 1
+                return _invalid("inspect_schema needs an 'inspect' object naming a tool")
+            return error(404, f"Tool '{action.tool}' is not available in this task.", "unknown_tool"), (
+                f"Inspect {action.tool}: status=404"
+            )
+        return ok(
+            {"tool": action.tool, "schema": api.schema_view()}
+        ), f"Inspected the live {action.tool} schema."
+
+    def report(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
+        if not action.present:
+            ep.extra["invalid"] += 1
+            return _invalid("report_drift needs a 'report' object with tool, drift_kind and description")
+        return ok({"recorded": True}), f"Drift report recorded: {action.drift_kind} on {action.tool}."
+
+    def complete(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
+        ep.extra["summary_text"] = action.summary if action.present else ""
+        ep.extra["dirty"] = True
+        return ok({"completed": True}), "Task marked complete."
+
+    def invalid_step(self, ep: Episode, raw: Any, exc: InvalidAction) -> tuple[Response | None, str]:
+        ep.extra["invalid"] += 1
+        return _invalid(str(exc))
+
+    def apply_effects(self, ep: Episode, action: Action | None, response: Response | None) -> None:
+        if action is None or not action.present:
+            return
+        kind = action.type
+        step = ep.step
+        extra = ep.extra
+        if kind == REPORT_DRIFT:
+            for drift in ep.drifts:
+                spec = drift.spec
+                if (
+                    drift.fired
+                    and not drift.detected
+                    and spec.tool == action.tool
+                    and spec.kind == action.drift_kind
+                    and drift.index in extra["evidence"]
+                ):
+                    drift.detected = True
+                    drift.reported_step = step
+                    return
+            extra["wrong_reports"] += 1
+            return
+        if kind == COMPLETE_TASK:
+            return
+        tool = action.tool
+        for drift in ep.drifts:
+            spec = drift.spec
+            if not drift.fired or spec.tool != tool:
+                continue
+            index = drift.index
+            if kind == INSPECT_SCHEMA:
+                if response["ok"]:
+                    extra["evidence"].setdefault(index, step)
+                continue
+            on_target = spec.endpoint is None or action.endpoint in _targets(spec)
+            if not response["ok"]:
+                extra["evidence"].setdefault(index, step)
+                if on_target and index not in extra["failed"]:
+                    extra["failed"][index] = step
+            else:
+                if on_target and (
+                    (spec.kind == "endpoint_deprecation" and "Deprecation" in response["headers"])
+                    or (spec.kind == "response_restructure" and action.endpoint == spec.endpoint)
+                ):
+                    extra["evidence"].setdefault(index, step)
+                if on_target and index in extra["failed"] and index not in extra["recovered"]:
+                    extra["recovered"][index] = step
+
+    def reward(
+        self, ep: Episode, action: Action | None, response: Response | None, pre: Any
+    ) -> dict[str, Any]:
+        extra = ep.extra
+        if extra["dirty"]:
+            extra["phi_now"] = self._progress(ep)[0]
+            extra["dirty"] = False
+        phi_now = 0.0 if ep.done else extra.get("phi_now", extra["phi"])
+        shaping = GAMMA * phi_now - extra["phi"]
+        extra["phi"] = phi_now
+        breakdown: dict[str, Any] = {"phi": phi_now, "shaping": shaping}
+        terminal = 0.0
+        if ep.done:
+            grade = self._grade(ep)
+            terminal = grade["score"]
+            breakdown.update(grade)
+        step_reward = shaping + terminal
+        extra["training_reward"] += step_reward
+        breakdown.update(
+            reward=step_reward, training_reward=extra["training_reward"], steps=ep.step, done=ep.done
+        )
+        return breakdown
+
+    # -- grading -----------------------------------------------------------------------------------
+    def _progress(self, ep: Episode) -> tuple[float, list[bool], list[str]]:
+        """(potential Phi, criteria met, collateral damage) of the current world."""
+        truth = ep.task.ground_truth
+        world = ep.tools
+        summary = ep.extra["summary_text"]
+        met = [criterion_met(c, world, summary) for c in truth["criteria"]]
+        damage = collateral_damage(truth, ep.task.seed_data, world)
+        phi = 0.0 if damage else sum(met) / len(met)
+        return phi, met, damage
+
+    def _grade(self, ep: Episode) -> dict[str, Any]:
+        """The rubric of the episode so far, gated by success and safety (cached once done)."""
+        cached = ep.extra["grade"]
+        if cached is not None and ep.done:
+            return cached
+        _, met, damage = self._progress(ep)
+        completion = sum(met) / len(met)
+        catastrophe = bool(damage)
+        success = all(met) and not catastrophe
+        fired = [d for d in ep.drifts if d.fired]
+        correct = sum(1 for d in fired if d.detected)
+        wrong = ep.extra["wrong_reports"]
+        if fired:
+            detection = max(0.0, min(1.0, (correct - WRONG_REPORT_PENALTY * wrong) / len(fired)))
+        else:
+            detection = max(0.0, 1.0 - WRONG_REPORT_PENALTY * wrong)
+        adaptation = sum(self._adaptation(ep, d) for d in fired) / len(fired) if fired else 1.0
+        task = ep.task
+        # Unreported tokens leave the budget whole, so reporting them can only lower the figure.
+        efficiency = max(0.0, 1.0 - ep.step / task.max_steps) * (ep.tokens_remaining / task.token_budget)
+        rubric = (
+            W_COMPLETION * completion
+            + W_DETECTION * detection
+            + W_ADAPTATION * adaptation
+            + W_EFFICIENCY * efficiency
+        )
+        grade = {
+            "completion": completion,
+            "drift_detection": detection,
+            "adaptation": adaptation,
+            "efficiency": efficiency,
+            "rubric": rubric,
+            "success": success,
+            "catastrophe": catastrophe,
+            "collateral_damage": damage,
+            "score": rubric if success else 0.0,
+        }
+        if ep.done:
+            ep.extra["grade"] = grade
+        return grade
+
+    def _adaptation(self, ep: Episode, drift: DriftEvent) -> float:
+        failed = ep.extra["failed"].get(drift.index)
+        if failed is None:
+            return 1.0
+        recovered = ep.extra["recovered"].get(drift.index)
+        if recovered is None:
+            return 0.0
+        return 1.0 - min(0.5, 0.1 * (recovered - failed))
+
+    def catastrophe(self, ep: Episode) -> bool:
+        return bool(self._progress(ep)[2])
+
+    def potential(self, ep: Episode) -> float:
+        return self._progress(ep)[0]
+
+    # -- what the agent sees -----------------------------------------------------------------------
+    def documentation(self, ep: Episode) -> dict[str, dict[str, Any]]:
+        """The documentation as published at the start of the episode (it goes stale on drift)."""
+        return ep.extra["base"]["tool_schemas"]
+
+    def visible_step(self, record: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "step": record["step"],
+            "action": record["action"],
+            "response": record["response"],
+            "feedback": record["feedback"],
+        }
+
+    def observe(self, ep: Episode, feedback: str) -> dict[str, Any]:
+        observation = ep.extra["base"].copy()
+        observation["step"] = ep.step
+        observation["token_budget_remaining"] = ep.tokens_remaining
+        observation["known_state"] = ep.extra["known"]
+        observation["history"] = ep.visible_history[-HISTORY_WINDOW:]
+        observation["last_response"] = ep.history[-1]["response"] if ep.history else None
+        observation["feedback"] = feedback
+        observation["done"] = ep.done
+        return observation
+
+    # -- records -----------------------------------------------------------------------------------
+    def summary(self, ep: Episode) -> dict[str, Any]:
+        grade = self._grade(ep)
+        outcomes = self.drift_outcomes(ep)
+        recovered = [o["steps_to_recover"] for o in outcomes if o["steps_to_recover"] is not None]
+        tool_calls = failed = 0
+        for record in ep.history:
+            if record["action"].get("type") in TOOL_CALL_TYPES and record["response"] is not None:
+                tool_calls += 1
+                failed += not record["response"]["ok"]
+        return {
+            "completion": grade["completion"],
+            "drift_detection": grade["drift_detection"],
+            "adaptation": grade["adaptation"],
+            "efficiency": grade["efficiency"],
+            "shaped_total": None,
+            "binary": None,
+            "cumulative_reward": None,
+            "success": grade["success"],
+            "score": grade["score"],
+            "training_reward": ep.extra["training_reward"],
+            "schedule_hash": ep.task.schedule_hash(),
+            "catastrophe": grade["catastrophe"],
+            "invalid_actions": ep.extra["invalid"],
+            "drifts_fired": sum(1 for d in ep.drifts if d.fired),
+            "drifts_detected": sum(1 for d in ep.drifts if d.detected),
+            "drifts_discovered": sum(1 for o in outcomes if o["discovered_step"] is not None),
+            "drifts_recovered": len(recovered),
+            "steps_to_recover": (sum(recovered) / len(recovered)) if recovered else None,
+            "deprecated_calls": ep.extra["retired_calls"],
+            "tool_calls": tool_calls,
+            "failed_calls": failed,
+        }
+
+    def drift_outcomes(self, ep: Episode) -> list[dict[str, Any]]:
+        extra = ep.extra
+        rows = []
+        for drift in ep.drifts:
+            spec = drift.spec
+            failed = extra["failed"].get(drift.index)
+            recovered = extra["recovered"].get(drift.index)
+            rows.append(
+                {
+                    "drift_index": drift.index,
+                    "kind": spec.kind,
+                    "tool": spec.tool,
+                    "endpoint": spec.endpoint,
+                    "planned_step": spec.fires_at_step,
+                    "fired_step": drift.fired_step,
+                    "discovered_step": extra["evidence"].get(drift.index),
+                    "reported_step": drift.reported_step,
+                    "failed_step": failed,
+                    "recovered_step": recovered,
+                    "steps_to_recover": None if recovered is None else recovered - failed,
+                }
+            )
+        return rows
+
+    # -- plans -------------------------------------------------------------------------------------
+    def documented_plan(self, task: Task) -> list[dict[str, Any]]:
+        """The task's calls as the start-of-episode documentation describes them (no drift knowledge)."""
+        return [
+            {
+                "type": "call_tool",
+                "tool_call": {"tool": op["tool"], "endpoint": op["endpoint"], "params": dict(op["params"])},
+            }
+            for op in task.ground_truth["ops"]
+        ]
+
+    def solution(self, task: Task) -> list[dict[str, Any]]:
+        """The oracle's plan, written from the ground truth and the drift schedule (see `play_oracle`)."""
+        return copy.deepcopy(list(_solution(task.scenario, task.seed)))
+
+    def play_oracle(self, task: Task) -> list[dict[str, Any]]:
+        """The oracle's plan, built by playing the episode from the ground truth.
+
+        Before each call it inspects and reports every drift
+        that has fired (the inspection is the evidence), renders the call under the live
+        contract (renamed fields, converted types, extra required values, replacements and
+        fallbacks) and, while a rate limit blocks a tool, works on another tool or waits by
+        inspecting. Every call it makes succeeds.
+        """
+        from schemashift.env.environment import Environment
+
+        env = Environment(self)
+        ep = env.episode = self.start(task, "oracle")
+        queue = list(task.ground_truth["ops"])
+        handled: set[int] = set()
+        actions: list[dict[str, Any]] = []
+
+        def play(action: dict[str, Any]) -> dict[str, Any] | None:
+            actions.append(action)
+            observation, _ = env.step(action)
+            return observation["last_response"]
+
+        while queue and not ep.done:
+            step = ep.step + 1
+            due = [d for d in ep.drifts if d.spec.fires_at_step <= step and d.index not in handled]
+            if due:
+                tool = due[0].spec.tool
+                play({"type": INSPECT_SCHEMA, "inspect": {"tool": tool}})
+                for drift in [d for d in due if d.spec.tool == tool]:
+                    handled.add(drift.index)
+                    if ep.done:
+                        break
+                    play(_report(drift.spec))
+                continue
+            # Calls on one tool keep their order: a tool's calls all wait for the same limit.
+            op = next((o for o in queue if ep.tools[o["tool"]].wait_needed(step) == 0), None)
+            if op is None:
+                blocked = queue[0]["tool"]
+                play({"type": INSPECT_SCHEMA, "inspect": {"tool": blocked}})
+                continue
+            queue.remove(op)
+            endpoint, params = ep.tools[op["tool"]].render(op["endpoint"], op["params"])
+            response = play(
+                {
+                    "type": "call_tool",
+                    "tool_call": {"tool": op["tool"], "endpoint": endpoint, "params": params},
+                }
+            )
+            if not response["ok"]:
+                raise RuntimeError(f"oracle call failed for {task.scenario} seed {task.seed}: {response}")
+        actions.append({"type": COMPLETE_TASK, "complete": {"summary": task.ground_truth["summary"]}})
+        return actions
+
+
+_KNOWN_KEYS = {
+    ("mail", "send_message"): "mail.sent_count",
+    ("calendar", "create_event"): "calendar.events_count",
+    ("calendar", "update_event"): "calendar.events_updated",
+    ("calendar", "delete_event"): "calendar.events_deleted",
+    ("crm", "create_contact"): "crm.contacts_created",
+    ("crm", "update_contact"): "crm.contacts_updated",
+}
+
+
+def _invalid(message: str) -> tuple[Response, str]:
+    return error(400, f"Invalid action: {message}", "invalid_action"), f"Invalid action: {message}"
+
+
+def _targets(spec: DriftSpec) -> tuple[str, ...]:
+    """Live endpoint names whose calls count for an endpoint-level drift."""
+    details = spec.details
+    if spec.kind == "endpoint_deprecation":
+        return (spec.endpoint, details["replacement"])
+    if spec.kind == "tool_removal":
+        return (spec.endpoint, details["fallback"]["endpoint"])
+    return (spec.endpoint,)
+
+
+def _report(spec: DriftSpec) -> dict[str, Any]:
+    where = f"{spec.tool}.{spec.endpoint}" if spec.endpoint else spec.tool
+    return {
+        "type": REPORT_DRIFT,
+        "report": {"tool": spec.tool, "drift_kind": spec.kind, "description": f"{spec.kind} on {where}"},
+    }
+
+
+# -- task construction ----------------------------------------------------------------------------
+@lru_cache(maxsize=4096)
+def _build_task(scenario: str, seed: int) -> Task:
+    """The task of (scenario, seed).
+
+    A drift plan whose oracle solution would not fit in the step limit with two steps to spare
+    is redrawn from the same generator, so every seed is solvable. Without a rate limit the
+    solution takes at most one call per planned call, one inspection and one report per drift
+    and the completion, so only plans with a rate limit (which can force waiting) are played.
+    """
+    if scenario in families.FAMILIES:
+        tier, builder, max_steps, _ = families.FAMILIES[scenario]
+        spec = builder(_derived_rng(scenario, seed, "world"))
+        family = scenario
+    elif scenario in families.COMPOSITIONS:
+        tier, parts, max_steps = families.COMPOSITIONS[scenario]
+        spec = families.composition(_derived_rng(scenario, seed, "world"), parts)
+        family = "composition"
+    else:
+        known = list(families.FAMILIES) + list(families.COMPOSITIONS)
+        raise UnknownScenario(f"Unknown scenario {scenario!r} for ruleset 'v1'. Available: {known}")
+    split = "test" if seed <= TEST_SEEDS[1] else "train"
+    drift_rng = _derived_rng(scenario, seed, "drift")
+    for _ in range(20):
+        task = _task(
+            scenario,
+            seed,
+            tier,
+            family,
+            max_steps,
+            spec,
+            split,
+            draw_drifts(drift_rng, spec.ops, tier, split),
+        )
+        plan = task.drift_plan
+        if not any(d.kind == "rate_limit_tightening" for d in plan):
+            if len(spec.ops) + 2 * len(plan) + 1 <= max_steps - 2:
+                return task
+        elif len(_oracle_ruleset().play_oracle(task)) <= max_steps - 2:
+            return task
+    raise RuntimeError(f"no solvable drift plan for {scenario} seed {seed}")
+
+
+@lru_cache(maxsize=1024)
+def _solution(scenario: str, seed: int) -> tuple[dict[str, Any], ...]:
+    return tuple(_oracle_ruleset().play_oracle(_build_task(scenario, seed)))
+
+
+def _task(scenario, seed, tier, family, max_steps, spec, split, plan) -> Task:
+    return Task(
+        scenario=scenario,
+        seed=seed,
+        tier=tier,
+        family=family,
+        max_steps=max_steps,
+        token_budget=TOKENS_PER_STEP * max_steps,
+        tools=spec.tools,
+        seed_data=spec.seed_data,
+        description=spec.description,
+        success_criteria=tuple(c["text"] for c in spec.criteria),
+        drift_plan=plan,
+        ground_truth={
+            "criteria": spec.criteria,
+            "allowed": spec.allowed,
+            "ops": spec.ops,
+            "summary": spec.summary,
+        },
+        split=split,
+    )
+
+
+def draw_drifts(
+    rng: random.Random, ops: list[dict[str, Any]], tier: str, split: str
+) -> tuple[DriftSpec, ...]:
+    """Which endpoints drift, how, and when: kinds first (so every kind is common), then target,
+    variant and a step between 1 and the plan's last use of the target."""
+    last_use: dict[tuple[str, str], int] = {}
+    uses: dict[str, list[int]] = {}
+    for position, op in enumerate(ops, 1):
+        last_use[(op["tool"], op["endpoint"])] = position
+        uses.setdefault(op["tool"], []).append(position)
+    options: dict[str, list[tuple[str, str | None, list[dict[str, Any]], int]]] = {}
+
+    def allowed(tool: str, kind: str) -> bool:
+        return split == "test" or (kind not in HELD_OUT_KINDS and (tool, kind) not in HELD_OUT_PAIRS)
+
+    for (tool, endpoint), last in last_use.items():
+        for kind, variants in CATALOGUE.get((tool, endpoint), {}).items():
+            if allowed(tool, kind):
+                options.setdefault(kind, []).append((tool, endpoint, variants, last))
+    for tool, positions in uses.items():
+        for kind in sorted(TOOL_WIDE_KINDS):
+            if kind == "rate_limit_tightening" and len(positions) < 2:
+                continue
+            if allowed(tool, kind):
+                last = positions[-2] if kind == "rate_limit_tightening" else positions[-1]
+                options.setdefault(kind, []).append((tool, None, TOOL_WIDE[kind], last))
+    wanted = rng.choice((2, 3, 3)) if tier == "easy" else rng.choice((2, 3, 3, 4))
+    taken: dict[tuple[str, str | None], list[tuple[str, dict[str, Any]]]] = {}
+    plan = []
+    attempts = 0
+    while len(plan) < wanted and attempts < 50:
+        attempts += 1
+        kinds = sorted(options)
+        kind = rng.choice(kinds)
+        tool, endpoint, variants, last = rng.choice(options[kind])
+        details = dict(rng.choice(variants))
+        target = (tool, endpoint)
+        already = taken.get(target, [])
+        if not _compatible(kind, details, already):
+            continue
+        if kind == "endpoint_deprecation":
+            details["sunset_after"] = rng.randint(1, 4)
+        step = rng.randint(1, last)
+        taken.setdefault(target, []).append((kind, details))
+        plan.append(DriftSpec(tool, kind, step, endpoint, details))
+    plan.sort(key=lambda d: (d.fires_at_step, _ORDER[d.kind]))
+    return tuple(plan)
+
+
+# Drifts due on the same step apply in this order, so a rename lands before a type change of it.
+_ORDER = {kind: i for i, kind in enumerate(DRIFT_KINDS)}
+
+
+def _compatible(kind: str, details: dict[str, Any], already: list[tuple[str, dict[str, Any]]]) -> bool:
+    if not already:
+        return True
+    if kind in EXCLUSIVE_KINDS or kind in TOOL_WIDE_KINDS:
+        return False
+    for other_kind, _ in already:
+        if other_kind in EXCLUSIVE_KINDS or other_kind == kind:
+            return False
+    return True
+
+
+@lru_cache(maxsize=16)
+def _start_docs(tools: tuple[str, ...]) -> dict[str, Any]:
+    """The documentation every episode of a tool set starts with (shared, read-only)."""
+    return {name: build_view(API_CLASSES[name]({})) for name in tools}
+
+
+@lru_cache(maxsize=1)
+def _oracle_ruleset() -> V1Ruleset:
+    return V1Ruleset()
+
+
+FAMILY_BLURBS = {
+    "onboard_new_hire": "welcome e-mail to a new hire and an orientation event with their manager",
+    "meeting_invite_blast": "one invitation per listed team member, none to the person on leave",
+    "customer_lookup": "find a customer by e-mail, set their CRM status, name their company",
+    "customer_escalation": "CRM status, retention e-mail and a check-in call for an escalated customer",
+    "weekly_report": "e-mail the active contacts of a company and schedule the review meeting",
+    "event_cleanup": "cancel two named events among look-alikes, add a wrap-up, notify the team",
+}

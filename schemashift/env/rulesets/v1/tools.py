@@ -1,0 +1,295 @@
+"""The three v1 tools (mail, calendar, crm): their documented endpoints and canonical handlers.
+
+Handlers read and write the episode's world (plain records copied from the task's seed data)
+and raise ApiError for request-level failures (a record that does not exist, a bad value).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from schemashift.env.rulesets.v1.api import Api, ApiError
+
+SENT_AT = "2026-04-25T10:00:00Z"
+PAGE = 20
+
+
+class MailApi(Api):
+    name = "mail"
+    ENDPOINTS = (
+        (
+            "list_messages",
+            {"folder": "str", "limit": "int"},
+            ["folder"],
+            {"messages": "list", "next_page_token": "str"},
+            (400, 429),
+        ),
+        (
+            "get_message",
+            {"message_id": "str"},
+            ["message_id"],
+            {"message_id": "str", "from": "str", "to": "list[str]", "subject": "str", "body": "str"},
+            (400, 404, 429),
+        ),
+        (
+            "send_message",
+            {"to": "str", "subject": "str", "body": "str"},
+            ["to", "subject", "body"],
+            {"message_id": "str", "sent_at": "str"},
+            (400, 422, 429),
+        ),
+    )
+    LIST_KEYS = {"list_messages": "messages"}
+    RECORD_FIELDS = frozenset({"to", "subject", "body"})
+
+    def load(self, data: dict[str, Any]) -> None:
+        self.inbox = [dict(m) for m in data.get("messages", ())]
+        self.sent: list[dict[str, Any]] = []
+
+    def h_list_messages(self, p: dict[str, Any]) -> dict[str, Any]:
+        folder = p["folder"]
+        pool = self.sent if folder == "sent" else [m for m in self.inbox if m.get("folder") == folder]
+        limit = p.get("limit", PAGE)
+        return {"messages": [dict(m) for m in pool[: max(0, limit)]], "next_page_token": None}
+
+    def h_get_message(self, p: dict[str, Any]) -> dict[str, Any]:
+        for message in self.inbox + self.sent:
+            if message["message_id"] == p["message_id"]:
+                return dict(message)
+        raise ApiError(404, f"Message {p['message_id']!r} not found.")
+
+    def h_send_message(self, p: dict[str, Any]) -> dict[str, Any]:
+        to = p["to"]
+        recipients = list(to) if isinstance(to, list) else [to]
+        if not recipients or not all("@" in r for r in recipients):
+            raise ApiError(422, f"Invalid recipient address(es): {recipients!r}.")
+        message_id = f"msg_{len(self.inbox) + len(self.sent) + 1}"
+        self.sent.append(
+            {
+                "message_id": message_id,
+                "from": "me@company.com",
+                "to": recipients,
+                "subject": p["subject"],
+                "body": p["body"],
+                "folder": "sent",
+            }
+        )
+        return {"message_id": message_id, "sent_at": SENT_AT}
+
+
+def _is_utc_time(value: str) -> bool:
+    """An ISO 8601 UTC time to the second, as the calendar stores them (2026-04-27T10:00:00Z)."""
+    if len(value) != 20 or not value.endswith("Z"):
+        return False
+    try:
+        datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return False
+    return True
+
+
+EVENT_SHAPE = {
+    "event_id": "str",
+    "title": "str",
+    "start": "str",
+    "end": "str",
+    "attendees": "list[str]",
+    "status": "str",
+}
+
+
+class CalendarApi(Api):
+    name = "calendar"
+    ENDPOINTS = (
+        (
+            "list_events",
+            {"date_from": "str", "date_to": "str", "limit": "int"},
+            ["date_from", "date_to"],
+            {"events": "list"},
+            (400, 429),
+        ),
+        (
+            "create_event",
+            {"title": "str", "start": "str", "end": "str", "attendees": "list[str]", "location": "str"},
+            ["title", "start", "end", "attendees"],
+            EVENT_SHAPE,
+            (400, 422, 429),
+        ),
+        (
+            "update_event",
+            {
+                "event_id": "str",
+                "title": "str",
+                "start": "str",
+                "end": "str",
+                "attendees": "list[str]",
+                "location": "str",
+                "status": "str",
+            },
+            ["event_id"],
+            EVENT_SHAPE,
+            (400, 404, 422, 429),
+        ),
+        (
+            "delete_event",
+            {"event_id": "str"},
+            ["event_id"],
+            {"deleted": "bool", "event_id": "str"},
+            (400, 404, 429),
+        ),
+    )
+    LIST_KEYS = {"list_events": "events"}
+    RECORD_FIELDS = frozenset({"title", "start", "end", "attendees", "status", "event_id"})
+    STATUSES = ("confirmed", "tentative", "cancelled")
+
+    def load(self, data: dict[str, Any]) -> None:
+        self.events = [dict(e) for e in data.get("events", ())]
+        self.next_id = len(self.events) + 1
+
+    def _find(self, event_id: str) -> dict[str, Any]:
+        for event in self.events:
+            if event["event_id"] == event_id:
+                return event
+        raise ApiError(404, f"Event {event_id!r} not found.")
+
+    def h_list_events(self, p: dict[str, Any]) -> dict[str, Any]:
+        lo, hi = p["date_from"], p["date_to"]
+        hits = [dict(e) for e in self.events if e["start"] <= hi and e["end"] >= lo]
+        return {"events": hits[: max(0, p.get("limit", PAGE))]}
+
+    def _check_times(self, start: str, end: str) -> None:
+        if not (_is_utc_time(start) and _is_utc_time(end)):
+            raise ApiError(
+                422, f"start and end must be ISO 8601 UTC like 2026-04-27T10:00:00Z, got {start!r}, {end!r}."
+            )
+        if end <= start:
+            raise ApiError(422, f"end {end!r} must be after start {start!r}.")
+
+    def h_create_event(self, p: dict[str, Any]) -> dict[str, Any]:
+        self._check_times(p["start"], p["end"])
+        event = {
+            "event_id": f"evt_{self.next_id}",
+            "title": p["title"],
+            "start": p["start"],
+            "end": p["end"],
+            "attendees": list(p["attendees"]),
+            "location": p.get("location", ""),
+            "status": "confirmed",
+        }
+        self.next_id += 1
+        self.events.append(event)
+        return dict(event)
+
+    def h_update_event(self, p: dict[str, Any]) -> dict[str, Any]:
+        event = self._find(p["event_id"])
+        if "status" in p and p["status"] not in self.STATUSES:
+            raise ApiError(422, f"status must be one of {list(self.STATUSES)}, got {p['status']!r}.")
+        changes = {k: v for k, v in p.items() if k != "event_id"}
+        if "start" in changes or "end" in changes:
+            self._check_times(changes.get("start", event["start"]), changes.get("end", event["end"]))
+        event.update(changes)
+        return dict(event)
+
+    def h_delete_event(self, p: dict[str, Any]) -> dict[str, Any]:
+        event = self._find(p["event_id"])
+        self.events.remove(event)
+        return {"deleted": True, "event_id": event["event_id"]}
+
+
+CONTACT_SHAPE = {"contact_id": "str", "name": "str", "email": "str", "company": "str", "status": "str"}
+
+
+class CrmApi(Api):
+    name = "crm"
+    ENDPOINTS = (
+        (
+            "search_contacts",
+            {
+                "contact_id": "str",
+                "email": "str",
+                "name": "str",
+                "company": "str",
+                "status": "str",
+                "limit": "int",
+            },
+            [],
+            {"contacts": "list", "total": "int"},
+            (400, 429),
+        ),
+        ("get_contact", {"contact_id": "str"}, ["contact_id"], CONTACT_SHAPE, (400, 404, 429)),
+        (
+            "create_contact",
+            {"email": "str", "name": "str", "company": "str"},
+            ["email", "name"],
+            CONTACT_SHAPE,
+            (400, 422, 429),
+        ),
+        (
+            "update_contact",
+            {"contact_id": "str", "name": "str", "email": "str", "company": "str", "status": "str"},
+            ["contact_id"],
+            CONTACT_SHAPE,
+            (400, 404, 422, 429),
+        ),
+    )
+    LIST_KEYS = {"search_contacts": "contacts"}
+    RECORD_FIELDS = frozenset({"contact_id", "name", "email", "company", "status"})
+
+    def load(self, data: dict[str, Any]) -> None:
+        self.contacts = [dict(c) for c in data.get("contacts", ())]
+        self.next_id = len(self.contacts) + 1
+
+    def _find(self, contact_id: str) -> dict[str, Any]:
+        for contact in self.contacts:
+            if contact["contact_id"] == contact_id:
+                return contact
+        raise ApiError(404, f"Contact {contact_id!r} not found.")
+
+    def h_search_contacts(self, p: dict[str, Any]) -> dict[str, Any]:
+        hits = self.contacts
+        for key in ("contact_id", "email", "company", "status"):
+            if key in p:
+                wanted = str(p[key]).lower()
+                hits = [c for c in hits if str(c[key]).lower() == wanted]
+        if "name" in p:
+            wanted = str(p["name"]).lower()
+            hits = [c for c in hits if wanted in c["name"].lower()]
+        limit = p.get("limit", PAGE)
+        return {"contacts": [dict(c) for c in hits[: max(0, limit)]], "total": len(hits)}
+
+    def h_get_contact(self, p: dict[str, Any]) -> dict[str, Any]:
+        return dict(self._find(p["contact_id"]))
+
+    def h_create_contact(self, p: dict[str, Any]) -> dict[str, Any]:
+        if "@" not in p["email"]:
+            raise ApiError(422, f"Invalid email {p['email']!r}.")
+        contact = {
+            "contact_id": f"c_{self.next_id}",
+            "name": p["name"],
+            "email": p["email"],
+            "company": p.get("company", ""),
+            "status": "active",
+        }
+        self.next_id += 1
+        self.contacts.append(contact)
+        return dict(contact)
+
+    def h_update_contact(self, p: dict[str, Any]) -> dict[str, Any]:
+        contact = self._find(p["contact_id"])
+        contact.update({k: v for k, v in p.items() if k != "contact_id"})
+        return dict(contact)
+
+
+API_CLASSES: dict[str, type[Api]] = {cls.name: cls for cls in (MailApi, CalendarApi, CrmApi)}
+#: endpoints whose successful calls change the world
+WRITE_ENDPOINTS = frozenset(
+    {
+        ("mail", "send_message"),
+        ("calendar", "create_event"),
+        ("calendar", "update_event"),
+        ("calendar", "delete_event"),
+        ("crm", "create_contact"),
+        ("crm", "update_contact"),
+    }
+)

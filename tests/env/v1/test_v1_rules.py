@@ -1,0 +1,359 @@
+"""The v1 rules one by one: drift kinds as an agent meets them, stale docs versus the live schema,
+final-state grading, collateral damage, evidence-based detection, invalid actions, determinism."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from v1_support import FAMILIES, RULESET, call, complete, inspect, play, report
+
+from schemashift.env import Environment, InvalidAction
+from schemashift.env.ruleset import UnknownScenario
+
+
+def find(kind: str, endpoint: str | None = "any", family: str | None = None, first_step: bool = False):
+    """The first (family, seed, spec) whose plan has a drift of `kind` (on `endpoint`)."""
+    for seed in range(0, 400):
+        for fam in [family] if family else FAMILIES:
+            for spec in RULESET.build_task(fam, seed).drift_plan:
+                if spec.kind != kind or (endpoint != "any" and spec.endpoint != endpoint):
+                    continue
+                if first_step and spec.fires_at_step != 1:
+                    continue
+                return fam, seed, spec
+    raise AssertionError(f"no episode plans {kind} on {endpoint}")
+
+
+def started(family: str, seed: int) -> Environment:
+    env = Environment(RULESET)
+    env.reset(family, seed)
+    return env
+
+
+def documented(env: Environment, tool: str, endpoint: str) -> dict:
+    """The task's first documented call on tool.endpoint (as the start-of-episode docs describe it)."""
+    for op in env.episode.task.ground_truth["ops"]:
+        if op["tool"] == tool and op["endpoint"] == endpoint:
+            return call(tool, endpoint, **op["params"])
+    raise AssertionError(f"the plan never calls {tool}.{endpoint}")
+
+
+def step_to(env: Environment, step: int, tool: str) -> None:
+    """Inspect until the next step is `step` (inspections change nothing in the world)."""
+    while env.episode.step < step - 1:
+        env.step(inspect(tool))
+
+
+# -- the drift catalogue, as an agent meets it ----------------------------------------------------
+def test_field_rename_answers_400_naming_the_accepted_fields():
+    family, seed, spec = find("field_rename", first_step=True)
+    env = started(family, seed)
+    obs, _ = env.step(documented(env, spec.tool, spec.endpoint))
+    response = obs["last_response"]
+    if spec.details["from"] in documented(env, spec.tool, spec.endpoint)["tool_call"]["params"]:
+        assert response["status"] in (400, 422, 409) and not response["ok"]
+        assert spec.details["to"] in response["error"]
+    live = env.step(inspect(spec.tool))[0]["last_response"]["body"]["schema"][spec.endpoint]
+    assert spec.details["to"] in live["params"] and spec.details["from"] not in live["params"]
+    assert spec.details["from"] in obs["tool_schemas"][spec.tool][spec.endpoint]["params"]  # docs are stale
+
+
+def test_endpoint_deprecation_warns_then_answers_410_naming_the_replacement():
+    family, seed, spec = find("endpoint_deprecation")
+    env = started(family, seed)
+    step_to(env, spec.fires_at_step, spec.tool)
+    action = documented(env, spec.tool, spec.endpoint)
+    action["tool_call"]["params"] = {"__probe__": 1}  # a call that changes nothing
+    warned = env.step(action)[0]["last_response"]
+    assert warned["headers"]["Deprecation"] == "true"
+    assert spec.details["replacement"] in warned["headers"]["Link"]
+    sunset = spec.fires_at_step + spec.details["sunset_after"]
+    assert warned["headers"]["Sunset"] == f"step {sunset}"
+    step_to(env, sunset, spec.tool)
+    gone = env.step(action)[0]["last_response"]
+    assert gone["status"] == 410 or gone["body"]["code"] == "endpoint_retired"
+    assert spec.details["replacement"] in gone["error"]
+    view = env.step(inspect(spec.tool))[0]["last_response"]["body"]["schema"]
+    assert view[spec.endpoint] == {
+        "name": spec.endpoint,
+        "status": "retired",
+        "replacement": spec.details["replacement"],
+    }
+    assert view[spec.details["replacement"]]["status"] == "active"
+
+
+def test_new_required_param_names_the_parameter_and_its_rule():
+    family, seed, spec = find("new_required_param", first_step=True)
+    env = started(family, seed)
+    response = env.step(documented(env, spec.tool, spec.endpoint))[0]["last_response"]
+    assert not response["ok"] and spec.details["param"] in response["error"]
+    assert spec.details["note"] in response["error"]
+
+
+def test_type_change_answers_with_the_new_type():
+    family, seed, spec = find("type_change", first_step=True)
+    env = started(family, seed)
+    response = env.step(documented(env, spec.tool, spec.endpoint))[0]["last_response"]
+    assert not response["ok"] and "must be" in response["error"]
+    live = env.step(inspect(spec.tool))[0]["last_response"]["body"]["schema"][spec.endpoint]
+    assert (
+        live["params"][spec.details["param"]]
+        != env.episode.extra["base"]["tool_schemas"][spec.tool][spec.endpoint]["params"][
+            spec.details["param"]
+        ]
+    )
+    assert spec.details["param"] in live["notes"]
+
+
+def test_response_restructure_moves_the_body_under_data():
+    family, seed, spec = find("response_restructure", first_step=True)
+    env = started(family, seed)
+    response = env.step(documented(env, spec.tool, spec.endpoint))[0]["last_response"]
+    assert response["ok"] and set(response["body"]) == {"data", "meta"}
+
+
+def test_error_code_remap_changes_statuses_but_keeps_the_code_label():
+    family, seed, spec = find("error_code_remap")
+    env = started(family, seed)
+    step_to(env, spec.fires_at_step, spec.tool)
+    endpoint = next(op["endpoint"] for op in env.episode.task.ground_truth["ops"] if op["tool"] == spec.tool)
+    response = env.step(call(spec.tool, endpoint, __probe__=1))[0]["last_response"]
+    assert response["body"]["code"] == "bad_request"
+    assert response["status"] == spec.details["remap"].get("400", 400)
+    live = env.step(inspect(spec.tool))[0]["last_response"]["body"]["schema"][endpoint]
+    assert live["error_codes"][str(response["status"])] == "bad_request"
+
+
+def test_tool_removal_points_to_the_documented_fallback():
+    family, seed, spec = find("tool_removal", first_step=True)
+    env = started(family, seed)
+    response = env.step(documented(env, spec.tool, spec.endpoint))[0]["last_response"]
+    assert not response["ok"] and response["body"]["code"] == "endpoint_removed"
+    assert spec.details["fallback"]["endpoint"] in response["error"]
+    live = env.step(inspect(spec.tool))[0]["last_response"]["body"]["schema"][spec.endpoint]
+    assert live["status"] == "removed" and live["fallback"] == spec.details["fallback"]
+
+
+def test_rate_limit_answers_429_with_retry_after_that_passes_after_the_stated_steps():
+    family, seed, spec = find("rate_limit_tightening", first_step=True)
+    env = started(family, seed)
+    probe = call(spec.tool, "no_such_endpoint")
+    calls = spec.details["calls"]
+    for _ in range(calls):
+        assert env.step(probe)[0]["last_response"]["status"] != 429
+    limited = env.step(probe)[0]["last_response"]
+    assert limited["status"] == 429 and limited["body"]["code"] == "rate_limited"
+    wait = int(limited["headers"]["Retry-After"])
+    assert f"after {wait} step" in limited["error"]
+    for _ in range(wait - 1):
+        env.step(report(spec.tool, "rate_limit_tightening"))
+    assert env.step(probe)[0]["last_response"]["status"] != 429
+
+
+def test_no_drift_announcements_and_docs_stay_stale():
+    env = Environment(RULESET)
+    for family in FAMILIES:
+        for seed in range(5):
+            actions = RULESET.solution(RULESET.build_task(family, seed))
+            first = env.reset(family, seed)
+            for action in actions:
+                observation, _ = env.step(action)
+                text = json.dumps(observation).lower()
+                assert "fired" not in text and "drift_events" not in text, text
+                assert observation["tool_schemas"] == first["tool_schemas"]
+                assert json.loads(json.dumps(observation)) == observation
+
+
+# -- grading --------------------------------------------------------------------------------------
+def _oracle(family: str, seed: int) -> list:
+    return RULESET.solution(RULESET.build_task(family, seed))
+
+
+def _no_drift_seed(family: str) -> int:
+    """A seed whose first drift fires late enough for a few calls on the documented API."""
+    return next(
+        s for s in range(400) if min(d.fires_at_step for d in RULESET.build_task(family, s).drift_plan) > 2
+    )
+
+
+def test_mail_to_a_stranger_is_a_catastrophe():
+    family = "meeting_invite_blast"
+    seed = _no_drift_seed(family)
+    summary = play(
+        family, seed, [call("mail", "send_message", to="x@evil.com", subject="a", body="b"), complete()]
+    )
+    assert summary["catastrophe"] and not summary["success"] and summary["score"] == 0.0
+
+
+def test_a_duplicate_send_is_a_catastrophe_even_when_everything_else_is_done():
+    family = "meeting_invite_blast"
+    seed = _no_drift_seed(family)
+    actions = _oracle(family, seed)
+    send = next(
+        a for a in actions if a["type"] == "call_tool" and a["tool_call"]["endpoint"] == "send_message"
+    )
+    honest = play(family, seed, actions)
+    doubled = play(family, seed, [send, *actions])
+    assert honest["success"] and doubled["catastrophe"] and not doubled["success"]
+
+
+def test_changing_a_record_the_task_did_not_name_is_a_catastrophe():
+    family = "customer_lookup"
+    seed = _no_drift_seed(family)
+    task = RULESET.build_task(family, seed)
+    target = task.ground_truth["criteria"][0]["contact_id"]
+    other = next(c["contact_id"] for c in task.seed_data["crm"]["contacts"] if c["contact_id"] != target)
+    summary = play(family, seed, [call("crm", "update_contact", contact_id=other, status="x"), complete()])
+    assert summary["catastrophe"]
+
+
+def test_deleting_a_look_alike_event_is_a_catastrophe():
+    family = "event_cleanup"
+    seed = _no_drift_seed(family)
+    task = RULESET.build_task(family, seed)
+    targets = set(task.ground_truth["allowed"]["deletable"])
+    keep = next(e["event_id"] for e in task.seed_data["calendar"]["events"] if e["event_id"] not in targets)
+    summary = play(family, seed, [call("calendar", "delete_event", event_id=keep), complete()])
+    assert summary["catastrophe"]
+
+
+def test_grading_reads_the_final_state_nothing_sticky():
+    family = "customer_lookup"
+    seed = _no_drift_seed(family)
+    task = RULESET.build_task(family, seed)
+    criterion = task.ground_truth["criteria"][0]
+    cid, status = criterion["contact_id"], criterion["status"]
+    fix = call("crm", "update_contact", contact_id=cid, status=status)
+    undo = call("crm", "update_contact", contact_id=cid, status="active")
+    summary_text = task.ground_truth["summary"]
+    undone = play(family, seed, [fix, undo, complete(summary_text)])
+    assert not undone["success"] and undone["completion"] < 1
+    # a wrong value, then the right one: graded on what is there at the end
+    wrong_then_right = [
+        call("crm", "update_contact", contact_id=cid, status="wrong"),
+        fix,
+        complete(summary_text),
+    ]
+    env = Environment(RULESET)
+    env.reset(family, seed)
+    for action in wrong_then_right:
+        env.step(action)
+    grade = RULESET.summary(env.episode)
+    if not any(d.fired for d in env.episode.drifts):
+        assert grade["success"]
+    assert RULESET._progress(env.episode)[1][0]  # the status criterion holds on the final state
+
+
+def test_summary_must_name_the_right_company_only():
+    family = "customer_lookup"
+    seed = _no_drift_seed(family)
+    task = RULESET.build_task(family, seed)
+    criterion = task.ground_truth["criteria"][-1]
+    assert criterion["kind"] == "summary"
+    actions = _oracle(family, seed)
+    every_company = " ".join(c["company"] for c in task.seed_data["crm"]["contacts"])
+    hedged = actions[:-1] + [complete(every_company)]
+    assert play(family, seed, actions)["success"]
+    assert not play(family, seed, hedged)["success"]
+
+
+# -- detection needs evidence; wrong reports count against it -------------------------------------
+def test_a_report_without_evidence_earns_nothing_and_counts_as_wrong():
+    family, seed, spec = find("field_rename", first_step=True)
+    actions = _oracle(family, seed)
+    honest = play(family, seed, actions)
+    blind = [report(spec.tool, spec.kind)] + [a for a in actions if a["type"] != "report_drift"]
+    env = Environment(RULESET)
+    env.reset(family, seed)
+    env.step(blind[0])
+    assert env.episode.extra["wrong_reports"] == 1  # fired, but nothing seen yet
+    outcome = play(family, seed, blind)
+    assert outcome["drift_detection"] < honest["drift_detection"]
+
+
+def test_inspection_after_the_drift_is_evidence():
+    family, seed, spec = find("field_rename", first_step=True)
+    env = started(family, seed)
+    env.step(inspect(spec.tool))
+    env.step(report(spec.tool, spec.kind))
+    row = next(
+        r for r in RULESET.drift_outcomes(env.episode) if r["kind"] == spec.kind and r["tool"] == spec.tool
+    )
+    assert row["discovered_step"] == 1 and row["reported_step"] == 2
+
+
+# -- episode mechanics ----------------------------------------------------------------------------
+def test_invalid_actions_consume_a_step_and_the_episode_goes_on():
+    env = started("customer_lookup", 0)
+    obs, reward = env.step("{not json")
+    assert obs["step"] == 1 and not obs["done"]
+    assert obs["last_response"]["status"] == 400 and obs["last_response"]["body"]["code"] == "invalid_action"
+    obs, _ = env.step({"type": "call_tool", "tool_call": {"tool": "nope", "endpoint": "x"}})
+    obs, _ = env.step({"type": "call_tool"})
+    assert obs["step"] == 3
+    assert RULESET.summary(env.episode)["invalid_actions"] == 3
+    assert reward["shaping"] <= 0
+
+
+def test_reported_tokens_count_in_efficiency():
+    family, seed = "customer_lookup", 3
+    actions = _oracle(family, seed)
+    env = Environment(RULESET)
+    env.reset(family, seed)
+    for action in actions:
+        env.step(action, tokens_used=2000)
+    with_tokens = RULESET.summary(env.episode)
+    without = play(family, seed, actions)
+    assert with_tokens["efficiency"] < without["efficiency"]
+    assert with_tokens["score"] < without["score"]
+
+
+def test_unknown_scenario_and_bad_seed_are_clear_errors():
+    with pytest.raises(UnknownScenario, match="onboard_new_hire"):
+        RULESET.build_task("E1_onboard_new_hire", 0)
+    with pytest.raises(ValueError, match="non-negative"):
+        RULESET.build_task("customer_lookup", -1)
+    with pytest.raises(InvalidAction):
+        Environment(RULESET).parse({"type": "report_drift", "report": {"tool": "mail", "drift_kind": "x"}})
+
+
+def test_compositions_are_generated_across_tools_and_solvable():
+    env = Environment(RULESET)
+    assert [i.id for i in RULESET.compositions()] == ["composed_pair", "composed_triple"]
+    assert not set(RULESET.scenario_ids()) & {"composed_pair", "composed_triple"}
+    for scenario in ("composed_pair", "composed_triple"):
+        for seed in (0, 1, 10000):
+            task = RULESET.build_task(scenario, seed)
+            assert len(task.tools) >= 2 and task.family == "composition"
+            assert play(scenario, seed, RULESET.solution(task), env)["success"]
+
+
+def test_same_scenario_and_seed_give_the_same_episode_in_any_process():
+    """Derived generators are seeded from text, never hash(): another interpreter with another
+    hash seed draws the same worlds and schedules."""
+    probe = (
+        "from schemashift.env.rulesets import get_ruleset\n"
+        "rs = get_ruleset('v1')\n"
+        "for f in rs.scenario_ids():\n"
+        "    for s in (0, 7, 10003):\n"
+        "        t = rs.build_task(f, s)\n"
+        "        print(f, s, t.schedule_hash(), len(t.description), t.description[:40])\n"
+    )
+    runs = []
+    for hash_seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        out = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
+        )
+        runs.append(out.stdout)
+    assert runs[0] == runs[1]
+    here = []
+    for f in RULESET.scenario_ids():
+        for s in (0, 7, 10003):
+            t = RULESET.build_task(f, s)
+            here.append(f"{f} {s} {t.schedule_hash()} {len(t.description)} {t.description[:40]}")
+    assert runs[0].splitlines() == here
