@@ -420,8 +420,12 @@ def drift_figure(a: Analysis) -> Figure:
         )
         for container, subject in zip(ax.containers, order, strict=False):
             rows = frame[frame["subject"] == subject].set_index("kind")
-            labels = [str(int(rows.loc[k, "failed"])) if k in rows.index else "" for k in kinds]
-            ax.bar_label(container, labels=labels, fontsize=7, padding=1)
+            for patch, kind in zip(container.patches, kinds, strict=False):
+                if patch is None or kind not in rows.index or not math.isfinite(patch.get_height()):
+                    continue
+                x = patch.get_x() + patch.get_width() / 2
+                failed = int(rows.loc[kind, "failed"])
+                ax.text(x, patch.get_height() + 0.01, str(failed), ha="center", va="bottom", fontsize=7)
         ax.set_ylim(0, 1.12)
         ax.set_title(f"{ruleset}: recovery rate by drift kind", fontsize=11)
         ax.set_xlabel("drift kind")
@@ -475,7 +479,11 @@ def coverage_figure(a: Analysis) -> Figure:
             linewidths=0.5,
             linecolor="white",
         )
-        ax.set_title(f"{ruleset}: coverage per subject and scenario", fontsize=11)
+        ax.grid(False)
+        ax.set_facecolor("0.88")  # cells no manifest lists: expected unknown
+        for i, j in zip(*np.where(np.isnan(values)), strict=True):
+            ax.text(j + 0.5, i + 0.5, notes[i, j], ha="center", va="center", fontsize=8, color="0.2")
+        ax.set_title(f"{ruleset}: coverage per subject and scenario (grey: not in the expected cells)", fontsize=11)
         ax.tick_params(axis="x", rotation=20)
         ax.tick_params(axis="y", rotation=0)
     figure.suptitle("Coverage of the expected cells (i: infra_error, m: missing)", fontsize=12)
@@ -526,7 +534,7 @@ def efficiency_figure(a: Analysis) -> Figure:
         ax.set_title(name, fontsize=11)
         ax.set_xlabel(f"{name} per episode")
         ax.set_ylabel("")
-    axes[0].set_yticks(range(len(order)), [_wrap(s, 34) for s in order])
+    axes[0].set_yticks(range(len(order)), [_wrap(s, 44) for s in order])
     if axes[-1].get_legend() is not None:
         sns.move_legend(axes[-1], "upper left", bbox_to_anchor=(1.02, 1.0), title="ruleset", frameon=False)
     figure.suptitle(
