@@ -232,7 +232,6 @@ def merge_training(dirs: Iterable[str | Path]) -> Training:
     run and step raise ReportError; superseded rows are kept, marked, for the record.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     tables, runs = [], {}
     seen: dict[tuple[str, int], Path] = {}
@@ -243,13 +242,9 @@ def merge_training(dirs: Iterable[str | Path]) -> Training:
             if any(part.startswith(".") for part in path.relative_to(root).parts[:-1]):
                 continue
             table = read_table(path, "training_metrics")
-            name = path.parent.name
-            column = table.column("train_run")
-            table = table.set_column(
-                table.schema.get_field_index("train_run"),
-                table.schema.field("train_run"),
-                pc.fill_null(column, pa.scalar(name, pa.string())),
-            )
+            if table.column("train_run").null_count:
+                rows = [{**row, "train_run": row["train_run"] or path.parent.name} for row in table.to_pylist()]
+                table = records.to_table(rows, records.TRAINING_METRICS_COLUMNS)
             live = 0
             for row in table.select(["train_run", "step", "superseded"]).to_pylist():
                 if row["superseded"]:
@@ -272,8 +267,7 @@ def merge_training(dirs: Iterable[str | Path]) -> Training:
                     "go_no_go": read_json(go_path, "go/no-go record") if go_path.is_file() else None,
                 }
             tables.append(table)
-    schema = records.training_metrics_schema()
-    merged = pa.concat_tables(tables) if tables else schema.empty_table()
+    merged = pa.concat_tables(tables) if tables else records.to_table([], records.TRAINING_METRICS_COLUMNS)
     return Training(_sorted(merged, ("train_run", "step", "superseded")), runs)
 
 
