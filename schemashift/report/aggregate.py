@@ -18,11 +18,16 @@ from schemashift.report import ReportError
 from schemashift.report.load import (
     CELL_KEYS,
     EPISODES_FILE,
+    GO_NO_GO_FILE,
+    MODEL_KEYS,
+    TRAINING_FILE,
+    TRAJECTORIES_FILE,
     CellFiles,
     cell_key,
     find_cells,
     read_json,
     read_table,
+    subject_label,
 )
 from schemashift.rollout import records
 
@@ -106,14 +111,18 @@ def cell_statuses(
 ) -> list[dict[str, Any]]:
     """Each expected cell (default: each cell with rows) with its status.
 
-    A cell is `missing` without rows, `infra_error` when any of its rows is one (a cell has
-    several rows only when several checkpoints of a policy ran) and `graded` otherwise.
+    A cell is one subject (a policy, or a training run's checkpoint) on one (ruleset, scenario,
+    seed, sample); it is `missing` without rows, `infra_error` when its row is one and `graded`
+    otherwise.
     """
     found: dict[tuple[Any, ...], set[str]] = {}
-    for row in episodes.select(["status", *CELL_KEYS]).to_pylist():
-        found.setdefault(cell_key(row), set()).add(row["status"])
+    first: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in episodes.select(["status", *CELL_KEYS, *MODEL_KEYS]).to_pylist():
+        key = cell_key(row)
+        found.setdefault(key, set()).add(row["status"])
+        first.setdefault(key, row)
     if expected is None:
-        expected = [dict(zip(CELL_KEYS, key, strict=True)) for key in sorted(found)]
+        expected = [first[key] for key in sorted(found, key=_sort_key)]
     cells = []
     for cell in expected:
         statuses = found.get(cell_key(cell))
@@ -123,8 +132,18 @@ def cell_statuses(
             status = "infra_error"
         else:
             status = "graded"
-        cells.append({**{key: cell[key] for key in CELL_KEYS}, "status": status})
+        cells.append(
+            {
+                **{key: cell[key] for key in CELL_KEYS},
+                **{key: cell.get(key) for key in MODEL_KEYS},
+                "status": status,
+            }
+        )
     return cells
+
+
+def _sort_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple((0,) if v is None else (1, v) for v in key)
 
 
 def count_statuses(cells: Iterable[Mapping[str, Any]]) -> dict[str, int]:
@@ -139,8 +158,10 @@ def manifest(
     manifest_path: str | Path,
     expected: Sequence[Mapping[str, Any]] | None = None,
     config_hash: str | None = None,
+    training: Training | None = None,
 ) -> dict[str, Any]:
-    """The manifest of an aggregate: code, environment, inputs and the status of every cell."""
+    """The manifest of an aggregate: code, environment, inputs, the status of every cell and, with
+    training results, each run's metric rows and go/no-go record."""
     from schemashift import provenance
 
     sha = provenance.git_sha()
@@ -152,7 +173,7 @@ def manifest(
     episodes = merged.episodes
     statuses = episodes.column("status").to_pylist()
     expected_keys = {cell_key(c) for c in cells}
-    keys = episodes.select(list(CELL_KEYS)).to_pylist()
+    keys = episodes.select([*CELL_KEYS, *MODEL_KEYS]).to_pylist()
     return {
         "schemashift_version": schemashift.__version__,
         "record_schema_version": records.RECORD_SCHEMA_VERSION,
@@ -176,6 +197,7 @@ def manifest(
         },
         "cells": cells,
         "counts": count_statuses(cells),
+        "training": training.runs if training is not None else {},
     }
 
 
@@ -194,6 +216,160 @@ def _package_versions() -> dict[str, str]:
     return versions
 
 
+# -- training metrics and go/no-go records -----------------------------------------------------------
+
+
+@dataclass
+class Training:
+    metrics: pa.Table
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def merge_training(dirs: Iterable[str | Path]) -> Training:
+    """Every training run's `metrics.parquet` (and `go_no_go.json` beside it) under `dirs`.
+
+    Rows without a run name get their directory's name. Two live (not superseded) rows for one
+    run and step raise ReportError; superseded rows are kept, marked, for the record.
+    """
+    import pyarrow as pa
+
+    tables, runs = [], {}
+    seen: dict[tuple[str, int], Path] = {}
+    for root in dirs:
+        if not Path(root).is_dir():
+            raise ReportError(f"{root}: no such directory")
+        for path in sorted(Path(root).rglob(TRAINING_FILE)):
+            if any(part.startswith(".") for part in path.relative_to(root).parts[:-1]):
+                continue
+            table = read_table(path, "training_metrics")
+            if table.column("train_run").null_count:
+                rows = [{**row, "train_run": row["train_run"] or path.parent.name} for row in table.to_pylist()]
+                table = records.to_table(rows, records.TRAINING_METRICS_COLUMNS)
+            live = 0
+            for row in table.select(["train_run", "step", "superseded"]).to_pylist():
+                if row["superseded"]:
+                    continue
+                live += 1
+                key = (row["train_run"], row["step"])
+                if key in seen:
+                    raise ReportError(
+                        f"{path}: run {key[0]} step {key[1]} has two live metric rows "
+                        f"(also in {seen[key]}); mark the replaced one superseded"
+                    )
+                seen[key] = path
+            go_path = path.parent / GO_NO_GO_FILE
+            for run in sorted(set(table.column("train_run").to_pylist())):
+                runs[run] = {
+                    "metrics": str(path),
+                    "rows": table.num_rows,
+                    "live_rows": live,
+                    "superseded_rows": table.num_rows - live,
+                    "go_no_go": read_json(go_path, "go/no-go record") if go_path.is_file() else None,
+                }
+            tables.append(table)
+    merged = pa.concat_tables(tables) if tables else records.to_table([], records.TRAINING_METRICS_COLUMNS)
+    return Training(_sorted(merged, ("train_run", "step", "superseded")), runs)
+
+
+# -- failed-episode examples -----------------------------------------------------------------------
+
+EXAMPLES_PER_SUBJECT = 3
+KEY_STEPS = 6
+TEXT_LIMIT = 240
+
+
+def failed_examples(
+    cells: Sequence[CellFiles], per_subject: int = EXAMPLES_PER_SUBJECT
+) -> list[dict[str, Any]]:
+    """Up to `per_subject` failed graded episodes of every subject, as their key steps.
+
+    Picked without randomness: the failures of a subject sorted by (scenario, seed, sample), then
+    taken one scenario at a time (the first failure of each scenario, then the second...), so the
+    examples cover different scenarios where there are any.
+    """
+    from schemashift.rollout import io
+
+    failures: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for cell in cells:
+        path = cell.directory / TRAJECTORIES_FILE
+        if not path.is_file():
+            continue
+        try:
+            for trajectory in io.read_jsonl(path):
+                final = trajectory.get("final") or {}
+                if trajectory.get("status") != "graded" or final.get("success") is not False:
+                    continue
+                subject = subject_label(
+                    trajectory["policy"], trajectory.get("train_run"), trajectory.get("checkpoint_step")
+                )
+                failures.setdefault((trajectory["ruleset"], subject), []).append(_example(trajectory))
+        except (ValueError, KeyError) as exc:
+            raise ReportError(f"{path}: unreadable trajectory: {exc}") from None
+    examples = []
+    for (ruleset, subject), found in sorted(failures.items()):
+        found.sort(key=lambda e: (e["scenario"], e["seed"], e["sample_index"]))
+        by_scenario: dict[str, list[dict[str, Any]]] = {}
+        for example in found:
+            by_scenario.setdefault(example["scenario"], []).append(example)
+        picked: list[dict[str, Any]] = []
+        depth = 0
+        while len(picked) < per_subject and any(len(v) > depth for v in by_scenario.values()):
+            picked += [v[depth] for v in by_scenario.values() if len(v) > depth][: per_subject - len(picked)]
+            depth += 1
+        examples += [{"ruleset": ruleset, "subject": subject, **e} for e in picked]
+    return examples
+
+
+def _example(trajectory: Mapping[str, Any]) -> dict[str, Any]:
+    steps = trajectory.get("steps") or []
+    final = trajectory.get("final") or {}
+    keep = {0, len(steps) - 1}
+    for i, step in enumerate(steps):
+        response = step.get("response") or {}
+        action_type = (step.get("action") or {}).get("type")
+        if (
+            step.get("drift_events")
+            or step.get("invalid")
+            or action_type in ("report_drift", "complete_task")
+        ):
+            keep.add(i)
+        elif isinstance(response, Mapping) and response.get("ok") is False:
+            keep.add(i)
+    chosen = sorted(i for i in keep if 0 <= i < len(steps))
+    if len(chosen) > KEY_STEPS:  # the first steps that matter and the end of the episode
+        chosen = [*chosen[: KEY_STEPS - 1], chosen[-1]]
+    return {
+        "scenario": trajectory["scenario"],
+        "seed": trajectory["seed"],
+        "sample_index": trajectory.get("sample_index", 0),
+        "steps": len(steps),
+        "score": final.get("score"),
+        "completion": final.get("completion"),
+        "key_steps": [_step(steps[i]) for i in chosen],
+    }
+
+
+def _step(step: Mapping[str, Any]) -> dict[str, Any]:
+    import json
+
+    response = step.get("response")
+    if isinstance(response, Mapping):
+        response = {k: response.get(k) for k in ("status", "error", "body") if response.get(k) is not None}
+    out = {
+        "step": step.get("step"),
+        "action": _clip(json.dumps(step.get("action"), ensure_ascii=False)),
+        "response": _clip(json.dumps(response, ensure_ascii=False)),
+        "drifts": [e.get("kind") for e in step.get("drift_events") or []],
+    }
+    if step.get("raw") is not None:
+        out["raw"] = _clip(str(step["raw"]))
+    return out
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= TEXT_LIMIT else text[: TEXT_LIMIT - 1] + "\u2026"
+
+
 def write(
     merged: Merged,
     out_episodes: str | Path,
@@ -201,13 +377,21 @@ def write(
     manifest_path: str | Path | None = None,
     expected: Sequence[Mapping[str, Any]] | None = None,
     config_hash: str | None = None,
+    training: Training | None = None,
+    out_training: str | Path | None = None,
+    out_examples: str | Path | None = None,
 ) -> dict[str, Any] | None:
-    """Write the merged tables (drifts first, episodes last) and the manifest, each atomically."""
+    """Write the merged tables (episodes last), the training metrics, the failed-episode examples
+    and the manifest, each atomically."""
     from schemashift.rollout import io
 
     document = None
     if manifest_path is not None:
-        document = manifest(merged, manifest_path, expected, config_hash)
+        document = manifest(merged, manifest_path, expected, config_hash, training)
+    if out_training is not None:
+        io.write_parquet(out_training, (training or merge_training([])).metrics)
+    if out_examples is not None:
+        io.write_json(out_examples, failed_examples(merged.cells))
     io.write_parquet(out_drifts, merged.drifts)
     io.write_parquet(out_episodes, merged.episodes)
     if manifest_path is not None:

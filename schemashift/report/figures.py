@@ -1,70 +1,124 @@
-"""`schemashift report figures`: bar charts of mean score and success rate, PNG and PDF.
+"""`schemashift report figures`: every figure of the report, PNG and PDF, with captions.
 
-Per ruleset, `<ruleset>_score` and `<ruleset>_success`: scenarios on the x axis, one bar per policy
-with its 95% bootstrap interval (the same numbers as the tables), "n/a" where a cell has no graded
-episode. With training metrics, `training_reward`: mean reward per optimizer step. `figures.json`
-lists every figure with its caption, for the HTML report.
+The same set of figures is written whatever the data (`STEMS`), so the workflow can name them as
+outputs; a figure without data says so on its face. The numbers are `Analysis`'s, the same as the
+tables'. `figures.json` lists every figure with its caption for the HTML report.
 """
 
 from __future__ import annotations
 
 import io as _io
-from collections.abc import Sequence
+import math
+import textwrap
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from schemashift.report.load import coverage_text
-from schemashift.report.stats import LEVEL, METRICS, RulesetSummary
+from schemashift.report.analysis import METRICS, OVERALL, Analysis, smoothed
+from schemashift.report.load import coverage, coverage_text
+from schemashift.report.stats import LEVEL, Stat
 
 if TYPE_CHECKING:
-    import pandas as pd
     from matplotlib.figure import Figure
 
 INDEX_FILE = "figures.json"
 FORMATS = ("png", "pdf")
 DPI = 150
 BAR_SPAN = 0.8  # seaborn's default width of one x category's group of bars
+MAX_POINTS = 800  # training curves are thinned to at most this many points per run
+#: figures made once (the overview is made per ruleset: <ruleset>_score, <ruleset>_success)
+STEMS = (
+    "learning_curves",
+    "training_reward",
+    "reward_ablation",
+    "model_ablation",
+    "drift_recovery",
+    "coverage",
+    "efficiency",
+    "final_actions",
+)
 
 
-def write(
-    summaries: Sequence[RulesetSummary], out_dir: str | Path, training: pd.DataFrame | None = None
-) -> list[dict[str, Any]]:
+def stems(rulesets: Sequence[str]) -> list[str]:
+    return [f"{r}_{m}" for r in rulesets for m in METRICS] + list(STEMS)
+
+
+def write(a: Analysis, out_dir: str | Path) -> list[dict[str, Any]]:
     """Render every figure into `out_dir` (PNG and PDF) and the index; returns the index entries."""
     from schemashift.rollout import io
 
     plt = _pyplot()
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="notebook")
     index = []
-    for summary in summaries:
+    makers: list[tuple[str, Callable[[], Figure], str]] = []
+    for ruleset in a.rulesets:
         for metric, title in METRICS.items():
-            figure = bar_figure(summary, metric)
-            stem = f"{summary.ruleset}_{metric}"
-            _save(figure, Path(out_dir), stem)
-            plt.close(figure)
-            index.append(
-                {
-                    "stem": stem,
-                    "ruleset": summary.ruleset,
-                    "metric": metric,
-                    "caption": (
-                        f"Ruleset {summary.ruleset}: {title} per scenario and policy, with "
-                        f"{LEVEL:.0%} bootstrap intervals over graded episodes (n/a: no graded episode). "
-                        f"Coverage: {coverage_text(summary.coverage)}"
-                    ),
-                }
+            makers.append(
+                (
+                    f"{ruleset}_{metric}",
+                    lambda ruleset=ruleset, metric=metric: bar_figure(a, ruleset, metric),
+                    f"Ruleset {ruleset}: {title} per scenario for every baseline, untrained model and trained "
+                    f"checkpoint, with {LEVEL:.0%} bootstrap intervals (n/a: no graded episode; \u2020 in the "
+                    f"tables: provisional). Coverage: {coverage_text(coverage(a.episodes, a.manifest, ruleset))}",
+                )
             )
-    if training is not None and len(training):
-        figure = training_figure(training)
-        _save(figure, Path(out_dir), "training_reward")
+    makers += [
+        (
+            "learning_curves",
+            lambda: learning_figure(a, list(a.runs)),
+            "Learning curves: overall score and success rate of each training run's checkpoints; step 0 is the "
+            f"untrained base model (one shared evaluation). Bands: {LEVEL:.0%} clustered bootstrap intervals; "
+            "hollow markers are provisional (incomplete coverage).",
+        ),
+        (
+            "training_reward",
+            lambda: training_figure(a),
+            f"Training reward per optimizer step: raw (thin) and smoothed (thick), at most {MAX_POINTS} points per "
+            "run; superseded steps of resumed runs are dropped.",
+        ),
+        (
+            "reward_ablation",
+            lambda: ablation_figure(a, "reward"),
+            "Reward ablation: runs with the same base model and ruleset but different rewards, overall score by "
+            "checkpoint (step 0 = untrained).",
+        ),
+        (
+            "model_ablation",
+            lambda: ablation_figure(a, "base_model"),
+            "Model ablation: runs with the same reward and ruleset but different base models, overall score by "
+            "checkpoint (step 0 = each run's untrained base).",
+        ),
+        (
+            "drift_recovery",
+            lambda: drift_figure(a),
+            "Drift recovery by drift kind: share of drifts with a failed call that the subject recovered from "
+            "(a successful call on the drifted tool afterwards); the number on a bar is the drifts failed on.",
+        ),
+        (
+            "coverage",
+            lambda: coverage_figure(a),
+            "Coverage: graded / expected cells per subject and scenario from the manifest; i = infra_error "
+            "cells, m = missing cells.",
+        ),
+        (
+            "efficiency",
+            lambda: efficiency_figure(a),
+            "Efficiency: mean tool calls, tokens in and out, turns and wall-clock seconds per graded episode.",
+        ),
+        (
+            "final_actions",
+            lambda: final_action_figure(a),
+            "Final action of each graded episode per subject: complete_task is a voluntary stop; any other "
+            "action means the step limit was reached.",
+        ),
+    ]
+    for stem, make, caption in makers:
+        figure = make()
+        _save(figure, Path(out_dir), stem)
         plt.close(figure)
-        index.append(
-            {
-                "stem": "training_reward",
-                "ruleset": None,
-                "metric": "reward_mean",
-                "caption": "Mean reward of the completions at each optimizer step, per training run "
-                "(shaded: plus or minus one standard deviation).",
-            }
-        )
+        index.append({"stem": stem, "caption": caption})
     io.write_json(Path(out_dir) / INDEX_FILE, index)
     return index
 
@@ -90,46 +144,63 @@ def _save(figure: Figure, out_dir: Path, stem: str) -> None:
         io.atomic_write(out_dir / f"{stem}.{fmt}", lambda f, data=data: f.write(data))
 
 
+def _empty(title: str, why: str) -> Figure:
+    plt = _pyplot()
+    figure, ax = plt.subplots(figsize=(6.0, 2.2), layout="constrained")
+    ax.axis("off")
+    ax.text(0.5, 0.5, f"{title}\n\nno data: {why}", ha="center", va="center", fontsize=11, wrap=True)
+    return figure
+
+
 def _short(scenario: str) -> str:
     """`M1_customer_escalation` -> `M1\\ncustomer\\nescalation`: short lines under the axis."""
-    import textwrap
-
     head, sep, tail = scenario.partition("_")
     if not sep or len(scenario) <= 10:
         return scenario
     return head + "\n" + textwrap.fill(tail.replace("_", " "), width=14)
 
 
-def bar_figure(summary: RulesetSummary, metric: str) -> Figure:
+def _wrap(label: str, width: int = 28) -> str:
+    return "\n".join(textwrap.wrap(label, width, break_on_hyphens=False, break_long_words=True)) or label
+
+
+def overview_subjects(a: Analysis, ruleset: str) -> list[str]:
+    """Baselines, untrained models and each run's trained checkpoint (the others: learning curves)."""
+    finals = {run.label(run.final_step) for run in a.runs.values() if run.final_step is not None}
+    return [s for s in a.subjects(ruleset) if a.kinds.get(s) != "checkpoint" or s in finals]
+
+
+def bar_figure(a: Analysis, ruleset: str, metric: str) -> Figure:
     import pandas as pd
     import seaborn as sns
 
     plt = _pyplot()
     title = METRICS[metric]
-    scenarios, policies = summary.scenarios, summary.policies
-    labels = [_short(s) for s in scenarios]
+    columns = [*a.scenarios(ruleset), OVERALL]
+    subjects = overview_subjects(a, ruleset)
+    labels = [_short(s) for s in columns]
+    stats = {(s, c): a.stat(ruleset, s, metric, c) for s in subjects for c in columns}
     present = [
-        {"scenario": _short(s), "policy": p, "mean": stat.mean, "stat": stat}
-        for s in scenarios
-        for p in policies
-        if (stat := summary.stats[metric, p, s]).mean is not None
+        {"column": _short(c), "subject": s, "mean": stats[s, c].mean}
+        for c in columns
+        for s in subjects
+        if stats[s, c].mean is not None
     ]
-    frame = pd.DataFrame(present, columns=["scenario", "policy", "mean", "stat"])
-    sns.set_theme(style="whitegrid", context="notebook")
-    columns = min(len(policies), 3) or 1
-    legend_width = columns * (0.6 + 0.08 * max([len(p) for p in policies] + [6]))
-    width = max(6.0, legend_width + 0.5, 1.2 + len(scenarios) * max(1.3, 0.5 + 0.3 * len(policies)))
-    rows = -(-len(policies) // columns)
-    figure, ax = plt.subplots(figsize=(width, 5.0 + 0.25 * rows), layout="constrained")
-    palette = sns.color_palette("colorblind", n_colors=max(len(policies), 1))
+    frame = pd.DataFrame(present, columns=["column", "subject", "mean"])
+    ncols = min(len(subjects), 3) or 1
+    legend_width = ncols * (0.6 + 0.08 * max([len(p) for p in subjects] + [6]))
+    width = max(7.0, legend_width + 0.5, 1.2 + len(columns) * max(1.3, 0.5 + 0.3 * len(subjects)))
+    nrows = -(-len(subjects) // ncols)
+    figure, ax = plt.subplots(figsize=(width, 5.0 + 0.25 * nrows), layout="constrained")
+    palette = sns.color_palette("colorblind", n_colors=max(len(subjects), 1))
     if present:
         sns.barplot(
             data=frame,
-            x="scenario",
+            x="column",
             y="mean",
-            hue="policy",
+            hue="subject",
             order=labels,
-            hue_order=policies,
+            hue_order=subjects,
             palette=palette,
             errorbar=None,
             saturation=1.0,
@@ -137,14 +208,17 @@ def bar_figure(summary: RulesetSummary, metric: str) -> Figure:
             ax=ax,
         )
     ax.set_xticks(range(len(labels)), labels)
-    top = max([1.0] + [r["stat"].ci_high for r in present])
-    slot = BAR_SPAN / max(len(policies), 1)
-    for i, scenario in enumerate(scenarios):
-        for j, policy in enumerate(policies):
+    top = max(
+        [1.0] + [stats[s, c].ci_high for s in subjects for c in columns if stats[s, c].mean is not None]
+    )
+    slot = BAR_SPAN / max(len(subjects), 1)
+    small = len(subjects) > 6
+    for i, column in enumerate(columns):
+        for j, subject in enumerate(subjects):
             x = i - BAR_SPAN / 2 + slot * (j + 0.5)
-            stat = summary.stats[metric, policy, scenario]
+            stat = stats[subject, column]
             if stat.mean is None:
-                ax.text(x, 0.01 * top, "n/a", ha="center", va="bottom", rotation=90, fontsize=9, color="0.3")
+                ax.text(x, 0.01 * top, "n/a", ha="center", va="bottom", rotation=90, fontsize=8, color="0.3")
                 continue
             ax.errorbar(
                 x,
@@ -153,58 +227,350 @@ def bar_figure(summary: RulesetSummary, metric: str) -> Figure:
                 fmt="none",
                 ecolor="0.15",
                 elinewidth=1.2,
-                capsize=3,
+                capsize=2 if small else 3,
             )
-            ax.text(x, stat.ci_high + 0.015 * top, f"{stat.mean:.2f}", ha="center", va="bottom", fontsize=7.5)
-    ax.set_xlim(-0.5, len(scenarios) - 0.5)
+            if not small:
+                text = f"{stat.mean:.2f}" + ("\u2020" if stat.provisional else "")
+                ax.text(x, stat.ci_high + 0.015 * top, text, ha="center", va="bottom", fontsize=7.5)
+    ax.axvline(len(columns) - 1.5, color="0.6", linewidth=0.8, linestyle=":")
+    ax.set_xlim(-0.5, len(columns) - 0.5)
     ax.set_ylim(0, top * 1.12)
-    ax.set_xlabel("scenario")
+    ax.set_xlabel("scenario (overall: mean of the scenario means)")
     ax.set_ylabel(f"{title} (mean, {LEVEL:.0%} CI)")
-    # a figure title spans the legend too, so a long title never runs into it
     figure.suptitle(
-        f"{summary.ruleset}: {title} per scenario and policy\n"
-        f"mean over graded episodes with {LEVEL:.0%} bootstrap intervals",
+        f"{ruleset}: {title} per scenario and subject\nmean over graded episodes with {LEVEL:.0%} bootstrap intervals",
         fontsize=12,
     )
-    if policies:
+    if subjects:
         handles = [plt.Rectangle((0, 0), 1, 1, facecolor=color, edgecolor="none") for color in palette]
         figure.legend(
-            handles, policies, title="policy", loc="outside lower center", ncols=columns, frameon=False
+            handles, subjects, title="subject", loc="outside lower center", ncols=ncols, frameon=False
         )
     return figure
 
 
-def training_figure(training: pd.DataFrame) -> Figure:
+def _curve(a: Analysis, run, ruleset: str, metric: str) -> list[tuple[int, Stat]]:
+    base = a.base_subject(run)
+    points = [(0, a.stat(ruleset, base, metric, OVERALL))] if base else []
+    points += [(s, a.stat(ruleset, run.label(s), metric, OVERALL)) for s in run.steps]
+    return [(step, stat) for step, stat in points if stat.mean is not None]
+
+
+def learning_figure(a: Analysis, run_names: Sequence[str], title: str = "Learning curves") -> Figure:
     import seaborn as sns
 
     plt = _pyplot()
-    sns.set_theme(style="whitegrid", context="notebook")
-    figure, ax = plt.subplots(figsize=(8.0, 4.5), layout="constrained")
-    frame = training.sort_values(["train_run", "step"]).copy()
-    frame["train_run"] = frame["train_run"].fillna("(unnamed run)")
-    runs = list(dict.fromkeys(frame["train_run"]))
-    palette = sns.color_palette("colorblind", n_colors=max(len(runs), 1))
-    sns.lineplot(
-        data=frame,
-        x="step",
-        y="reward_mean",
-        hue="train_run",
-        hue_order=runs,
-        palette=palette,
-        marker="o",
-        errorbar=None,
-        ax=ax,
+    runs = [a.runs[name] for name in run_names]
+    rulesets = sorted({r for run in runs for r in a.run_rulesets(run)})
+    if not rulesets:
+        return _empty(title, "no checkpoint evaluations")
+    figure, axes = plt.subplots(
+        len(METRICS),
+        len(rulesets),
+        figsize=(5.5 * len(rulesets) + 2.5, 7.0),
+        layout="constrained",
+        squeeze=False,
     )
+    palette = dict(zip(run_names, sns.color_palette("colorblind", n_colors=max(len(runs), 1)), strict=False))
+    for col, ruleset in enumerate(rulesets):
+        for row, (metric, name) in enumerate(METRICS.items()):
+            ax = axes[row][col]
+            for run in runs:
+                points = _curve(a, run, ruleset, metric)
+                if not points:
+                    continue
+                color = palette[run.name]
+                xs = [p[0] for p in points]
+                ax.plot(xs, [p[1].mean for p in points], color=color, linewidth=1.8, label=run.name)
+                ax.fill_between(
+                    xs,
+                    [p[1].ci_low for p in points],
+                    [p[1].ci_high for p in points],
+                    color=color,
+                    alpha=0.18,
+                    linewidth=0,
+                )
+                for x, stat in points:
+                    face = "white" if stat.provisional else color
+                    ax.plot(
+                        x, stat.mean, marker="o", markersize=6, markerfacecolor=face, markeredgecolor=color
+                    )
+            ax.set_title(f"{ruleset}: {name}", fontsize=11)
+            ax.set_xlabel("checkpoint step (0 = untrained base)")
+            ax.set_ylabel(f"{name} (overall)")
+            ax.set_ylim(-0.02, max(1.02, ax.get_ylim()[1]))
+    handles = [plt.Line2D([], [], color=palette[r.name], marker="o", label=r.name) for r in runs]
+    handles.append(
+        plt.Line2D(
+            [], [], color="0.4", marker="o", markerfacecolor="white", linestyle="", label="provisional"
+        )
+    )
+    figure.legend(handles=handles, title="training run", loc="outside right upper", frameon=False)
+    figure.suptitle(f"{title}: checkpoints vs step 0, {LEVEL:.0%} bootstrap bands", fontsize=12)
+    return figure
+
+
+def thin(frame: Any, limit: int = MAX_POINTS) -> Any:
+    """Every k-th row (the last one kept) so that at most `limit` rows remain."""
+    if len(frame) <= limit:
+        return frame
+    step = math.ceil(len(frame) / limit)
+    keep = list(range(0, len(frame), step))
+    if keep[-1] != len(frame) - 1:
+        keep[-1] = len(frame) - 1
+    return frame.iloc[keep]
+
+
+def training_figure(a: Analysis) -> Figure:
+    import seaborn as sns
+
+    plt = _pyplot()
+    if a.training is None or not len(a.training):
+        return _empty("Training reward", "no training metrics")
+    runs = list(dict.fromkeys(a.training["train_run"].fillna("(unnamed run)")))
+    figure, ax = plt.subplots(figsize=(9.0, 4.8), layout="constrained")
+    palette = sns.color_palette("colorblind", n_colors=max(len(runs), 1))
     for color, run in zip(palette, runs, strict=False):
-        part = frame[(frame["train_run"] == run) & frame["reward_std"].notna()]
-        if len(part):
-            low = part["reward_mean"] - part["reward_std"]
-            high = part["reward_mean"] + part["reward_std"]
-            ax.fill_between(part["step"], low, high, color=color, alpha=0.2, linewidth=0)
+        rows = a.training[a.training["train_run"].fillna("(unnamed run)") == run].sort_values("step")
+        rows = rows.assign(smooth=smoothed(rows["reward_mean"]).to_numpy())
+        shown = thin(rows)
+        ax.plot(shown["step"], shown["reward_mean"], color=color, linewidth=0.8, alpha=0.35)
+        ax.plot(shown["step"], shown["smooth"], color=color, linewidth=2.2, label=run)
     ax.set_xlabel("optimizer step")
-    ax.set_ylabel("mean reward")
-    figure.suptitle("Training: mean reward per optimizer step", fontsize=12)
-    handles, labels = ax.get_legend_handles_labels()
-    ax.get_legend().remove()
-    figure.legend(handles, labels, title="training run", loc="outside right upper", frameon=False)
+    ax.set_ylabel("mean reward of the step's completions")
+    figure.suptitle("Training reward: raw (thin) and smoothed (thick)", fontsize=12)
+    figure.legend(title="training run", loc="outside right upper", frameon=False)
+    return figure
+
+
+def ablation_figure(a: Analysis, vary: str) -> Figure:
+    from schemashift.report.tables import _ablation_groups
+
+    plt = _pyplot()
+    name = "Reward ablation" if vary == "reward" else "Model ablation"
+    groups = _ablation_groups(a, vary)
+    if not groups:
+        return _empty(name, f"no runs that differ only in {'reward' if vary == 'reward' else 'base model'}")
+    figure, axes = plt.subplots(
+        1, len(groups), figsize=(6.5 * len(groups) + 2.0, 4.8), layout="constrained", squeeze=False
+    )
+    import seaborn as sns
+
+    for ax, group in zip(axes[0], groups, strict=True):
+        palette = sns.color_palette("colorblind", n_colors=len(group))
+        ruleset = group[0].ruleset
+        for color, run in zip(palette, group, strict=True):
+            points = _curve(a, run, ruleset, "score") if ruleset in a.rulesets else []
+            label = f"{run.name} ({run.reward if vary == 'reward' else run.base_model})"
+            if not points:
+                ax.plot([], [], color=color, label=label + ": no data")
+                continue
+            xs = [p[0] for p in points]
+            ax.plot(xs, [p[1].mean for p in points], color=color, marker="o", linewidth=1.8, label=label)
+            ax.fill_between(
+                xs,
+                [p[1].ci_low for p in points],
+                [p[1].ci_high for p in points],
+                color=color,
+                alpha=0.18,
+                linewidth=0,
+            )
+        ax.set_title(f"{ruleset}: {'reward' if vary == 'reward' else 'base model'} varies", fontsize=11)
+        ax.set_xlabel("checkpoint step (0 = untrained base)")
+        ax.set_ylabel("mean score (overall)")
+        ax.set_ylim(-0.02, max(1.02, ax.get_ylim()[1]))
+        ax.legend(loc="upper left", fontsize=8, frameon=False)
+    figure.suptitle(f"{name}: overall score by checkpoint, {LEVEL:.0%} bootstrap bands", fontsize=12)
+    return figure
+
+
+def drift_figure(a: Analysis) -> Figure:
+    import pandas as pd
+    import seaborn as sns
+
+    from schemashift.report.tables import drift_table
+
+    plt = _pyplot()
+    if a.drifts is None or not len(a.drifts):
+        return _empty("Drift recovery", "no drift rows")
+    rulesets = [r for r in a.rulesets if len(a.drifts[a.drifts["ruleset"] == r])]
+    figure, axes = plt.subplots(
+        len(rulesets), 1, figsize=(11.0, 4.6 * len(rulesets) + 0.6), layout="constrained", squeeze=False
+    )
+    for ax, ruleset in zip(axes[:, 0], rulesets, strict=True):
+        keep = set(overview_subjects(a, ruleset))
+        frame = pd.DataFrame(drift_table(a, ruleset).records)
+        frame = frame[frame["subject"].isin(keep) & (frame["failed"] > 0)]
+        if not len(frame):
+            ax.axis("off")
+            ax.text(0.5, 0.5, f"{ruleset}: no drift with a failed call", ha="center", va="center")
+            continue
+        order = [s for s in overview_subjects(a, ruleset) if s in set(frame["subject"])]
+        kinds = sorted(set(frame["kind"].astype(str)))
+        sns.barplot(
+            data=frame.assign(kind=frame["kind"].astype(str)),
+            x="kind",
+            y="recovery_rate",
+            hue="subject",
+            order=kinds,
+            hue_order=order,
+            palette="colorblind",
+            errorbar=None,
+            ax=ax,
+        )
+        for container, subject in zip(ax.containers, order, strict=False):
+            rows = frame[frame["subject"] == subject].set_index("kind")
+            for patch, kind in zip(container.patches, kinds, strict=False):
+                if patch is None or kind not in rows.index or not math.isfinite(patch.get_height()):
+                    continue
+                x = patch.get_x() + patch.get_width() / 2
+                failed = int(rows.loc[kind, "failed"])
+                ax.text(x, patch.get_height() + 0.01, str(failed), ha="center", va="bottom", fontsize=7)
+        ax.set_ylim(0, 1.12)
+        ax.set_title(f"{ruleset}: recovery rate by drift kind", fontsize=11)
+        ax.set_xlabel("drift kind")
+        ax.set_ylabel("recovered / failed on")
+        ax.legend(title="subject", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    figure.suptitle("Drift recovery by drift kind", fontsize=12)
+    return figure
+
+
+def coverage_figure(a: Analysis) -> Figure:
+    import numpy as np
+    import seaborn as sns
+
+    plt = _pyplot()
+    rulesets = a.rulesets
+    heights = [max(2.5, 0.38 * len(a.subjects(r)) + 1.6) for r in rulesets]
+    width = max(7.0, 1.6 * max(len(a.scenarios(r)) for r in rulesets) + 4.5)
+    figure, axes = plt.subplots(
+        len(rulesets),
+        1,
+        figsize=(width, sum(heights)),
+        layout="constrained",
+        squeeze=False,
+        gridspec_kw={"height_ratios": heights},
+    )
+    for ax, ruleset in zip(axes[:, 0], rulesets, strict=True):
+        subjects, scenarios = a.subjects(ruleset), a.scenarios(ruleset)
+        values = np.full((len(subjects), len(scenarios)), np.nan)
+        notes = np.empty((len(subjects), len(scenarios)), dtype=object)
+        for i, subject in enumerate(subjects):
+            for j, scenario in enumerate(scenarios):
+                c = a.cover(ruleset, subject, scenario)
+                if c.expected:
+                    values[i, j] = c.graded / c.expected
+                extra = (f" i{c.infra_error}" if c.infra_error else "") + (
+                    f" m{c.missing}" if c.missing else ""
+                )
+                notes[i, j] = f"{c.graded}/{'?' if c.expected is None else c.expected}{extra}"
+        sns.heatmap(
+            values,
+            ax=ax,
+            vmin=0,
+            vmax=1,
+            cmap="RdYlGn",
+            annot=notes,
+            fmt="",
+            annot_kws={"fontsize": 8},
+            cbar_kws={"label": "graded / expected"},
+            xticklabels=[_short(s).replace("\n", " ") for s in scenarios],
+            yticklabels=subjects,
+            linewidths=0.5,
+            linecolor="white",
+        )
+        ax.grid(False)
+        ax.set_facecolor("0.88")  # cells no manifest lists: expected unknown
+        for i, j in zip(*np.where(np.isnan(values)), strict=True):
+            ax.text(j + 0.5, i + 0.5, notes[i, j], ha="center", va="center", fontsize=8, color="0.2")
+        ax.set_title(f"{ruleset}: coverage per subject and scenario (grey: not in the expected cells)", fontsize=11)
+        ax.tick_params(axis="x", rotation=20)
+        ax.tick_params(axis="y", rotation=0)
+    figure.suptitle("Coverage of the expected cells (i: infra_error, m: missing)", fontsize=12)
+    return figure
+
+
+def efficiency_figure(a: Analysis) -> Figure:
+    import pandas as pd
+    import seaborn as sns
+
+    from schemashift.report.tables import EFFICIENCY_COLUMNS
+
+    plt = _pyplot()
+    frames = []
+    for ruleset in a.rulesets:
+        for subject in overview_subjects(a, ruleset):
+            rows = a.rows(ruleset, subject)
+            if len(rows):
+                frames.append(rows.assign(subject=subject))
+    if not frames:
+        return _empty("Efficiency", "no graded episodes")
+    data = pd.concat(frames)
+    order = list(dict.fromkeys(data["subject"]))
+    columns = list(EFFICIENCY_COLUMNS.items())
+    figure, axes = plt.subplots(
+        1,
+        len(columns),
+        figsize=(3.4 * len(columns) + 1.5, 0.34 * len(order) + 2.2),
+        layout="constrained",
+        sharey=True,
+    )
+    for ax, (column, name) in zip(axes, columns, strict=True):
+        part = data.dropna(subset=[column])
+        if len(part):
+            sns.barplot(
+                data=part,
+                y="subject",
+                x=column,
+                hue="ruleset",
+                order=order,
+                palette="colorblind",
+                errorbar=("ci", 95),
+                seed=a.seed,
+                n_boot=min(a.samples, 1000),
+                ax=ax,
+                legend=ax is axes[-1],
+            )
+        ax.set_title(name, fontsize=11)
+        ax.set_xlabel(f"{name} per episode")
+        ax.set_ylabel("")
+    axes[0].set_yticks(range(len(order)), [_wrap(s, 44) for s in order])
+    if axes[-1].get_legend() is not None:
+        sns.move_legend(axes[-1], "upper left", bbox_to_anchor=(1.02, 1.0), title="ruleset", frameon=False)
+    figure.suptitle(
+        f"Efficiency per graded episode (means, {LEVEL:.0%} bootstrap whiskers over episodes)", fontsize=12
+    )
+    return figure
+
+
+def final_action_figure(a: Analysis) -> Figure:
+    import seaborn as sns
+
+    plt = _pyplot()
+    entries = []
+    for ruleset in a.rulesets:
+        g = a.graded[a.graded["ruleset"] == ruleset]
+        for subject in overview_subjects(a, ruleset):
+            counts = g.loc[g["label"] == subject, "final_action"].fillna("(none)").value_counts()
+            if counts.sum():
+                entries.append((f"{ruleset} | {subject}", counts / counts.sum(), int(counts.sum())))
+    if not entries:
+        return _empty("Final actions", "no graded episodes")
+    actions = sorted({x for _, shares, _ in entries for x in shares.index})
+    palette = dict(zip(actions, sns.color_palette("colorblind", n_colors=len(actions)), strict=True))
+    figure, ax = plt.subplots(figsize=(10.0, 0.38 * len(entries) + 2.0), layout="constrained")
+    labels = [f"{label} (n={n})" for label, _, n in entries]
+    left = [0.0] * len(entries)
+    for action in actions:
+        widths = [float(shares.get(action, 0.0)) for _, shares, _ in entries]
+        ax.barh(
+            range(len(entries)), widths, left=left, color=palette[action], label=action, edgecolor="white"
+        )
+        left = [x + w for x, w in zip(left, widths, strict=True)]
+    ax.set_yticks(range(len(entries)), labels)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of graded episodes")
+    figure.legend(title="final action", loc="outside right upper", frameon=False)
+    figure.suptitle("How episodes ended: final action per subject", fontsize=12)
     return figure

@@ -15,21 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from schemashift.report import ReportError
 from schemashift.report.figures import INDEX_FILE
-from schemashift.report.load import coverage, coverage_text, manifest_cells, read_json, report_policies
-from schemashift.report.stats import METRICS
-from schemashift.report.tables import (
-    DRIFT_NOTE,
-    DRIFTS_SUFFIX,
-    NOTE,
-    SUMMARY_SUFFIX,
-    drift_grid,
-    grid,
-    read_drifts_csv,
-    read_summary_csv,
-)
+from schemashift.report.load import coverage, coverage_text, manifest_cells, read_json
+from schemashift.report.tables import CELL_NOTE, INDEX_FILE as TABLES_FILE, read_index
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from schemashift.report.analysis import Analysis
 
 REPORT_FILE = "report.html"
 LISTED_CELLS = 50  # missing or failed cells listed by name before "and N more"
@@ -51,13 +43,8 @@ code { font-size: 0.9em; }
 """
 
 
-def render(
-    episodes: pd.DataFrame,
-    manifest: Mapping[str, Any] | None,
-    tables_dir: str | Path,
-    figures_dir: str | Path,
-) -> str:
-    rulesets = sorted(set(episodes["ruleset"]) | {c["ruleset"] for c in manifest_cells(manifest)})
+def render(a: Analysis, tables_dir: str | Path, figures_dir: str | Path) -> str:
+    episodes, manifest, rulesets = a.episodes, a.manifest, a.rulesets
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en">',
@@ -68,8 +55,8 @@ def render(
         "</head>",
         "<body>",
         "<h1>SchemaShift report</h1>",
-        *what_ran(episodes, manifest, rulesets),
-        *tables_section(Path(tables_dir), rulesets),
+        *what_ran(a),
+        *tables_section(Path(tables_dir)),
         *figures_section(Path(figures_dir)),
         "</body>",
         "</html>",
@@ -78,16 +65,10 @@ def render(
     return "\n".join(parts)
 
 
-def write(
-    episodes: pd.DataFrame,
-    manifest: Mapping[str, Any] | None,
-    tables_dir: str | Path,
-    figures_dir: str | Path,
-    out_dir: str | Path,
-) -> Path:
+def write(a: Analysis, tables_dir: str | Path, figures_dir: str | Path, out_dir: str | Path) -> Path:
     from schemashift.rollout import io
 
-    text = render(episodes, manifest, tables_dir, figures_dir)
+    text = render(a, tables_dir, figures_dir)
     path = Path(out_dir) / REPORT_FILE
     io.atomic_write(path, lambda f: f.write(text.encode("utf-8")))
     return path
@@ -96,17 +77,16 @@ def write(
 # -- what ran ---------------------------------------------------------------------------------------
 
 
-def what_ran(
-    episodes: pd.DataFrame, manifest: Mapping[str, Any] | None, rulesets: Sequence[str]
-) -> list[str]:
+def what_ran(a: Analysis) -> list[str]:
+    episodes, manifest = a.episodes, a.manifest
     out = ["<h2>What ran</h2>"]
-    header = ["ruleset", "policies", "scenarios", "seeds", "samples", "graded", "infra_error", "coverage"]
+    header = ["ruleset", "subjects", "scenarios", "seeds", "samples", "graded", "infra_error", "coverage"]
     body = []
-    for ruleset in rulesets:
+    for ruleset in a.rulesets:
         rows = episodes[episodes["ruleset"] == ruleset]
         expected = [c for c in manifest_cells(manifest) if c["ruleset"] == ruleset]
         cov = coverage(episodes, manifest, ruleset)
-        policies = report_policies(rows, expected)
+        policies = a.subjects(ruleset)
         scenarios = sorted(set(rows["scenario"]) | {c["scenario"] for c in expected})
         seeds = {int(s) for s in rows["seed"].dropna()} | {c["seed"] for c in expected}
         samples = {int(s) for s in rows["sample_index"].dropna()} | {c["sample_index"] for c in expected}
@@ -123,6 +103,7 @@ def what_ran(
             ]
         )
     out.append(_table(header, body))
+    out += runs_section(a)
     out += coverage_section(manifest)
     out += provenance_section(episodes, manifest)
     return out
@@ -223,26 +204,44 @@ def ranges(values: Iterable[int]) -> str:
 # -- tables and figures -----------------------------------------------------------------------------
 
 
-def tables_section(tables_dir: Path, rulesets: Sequence[str]) -> list[str]:
-    out = ["<h2>Tables</h2>", f'<p class="note">{html.escape(NOTE)}</p>']
-    for ruleset in rulesets:
-        path = tables_dir / f"{ruleset}{SUMMARY_SUFFIX}"
-        if not path.is_file():
-            raise ReportError(
-                f"{path}: no summary table for ruleset {ruleset}; run `schemashift report tables`"
-            )
-        rows = read_summary_csv(path)
-        out.append(f"<h3>Ruleset <code>{html.escape(ruleset)}</code></h3>")
-        for metric, title in METRICS.items():
-            header, body = grid(rows, metric)
-            cells = [[_text(r[0]), *(_num(c) for c in r[1:])] for r in body]
-            out += [f"<h4>{html.escape(title.capitalize())}</h4>", _table(header, cells)]
-        drifts = tables_dir / f"{ruleset}{DRIFTS_SUFFIX}"
-        if drifts.is_file():
-            header, body = drift_grid(read_drifts_csv(drifts))
-            cells = [[_text(r[0]), _text(r[1]), *(_num(c) for c in r[2:])] for r in body]
-            out += ["<h4>Drift outcomes</h4>", f'<p class="note">{html.escape(DRIFT_NOTE)}</p>']
-            out.append(_table(header, cells))
+def runs_section(a: Analysis) -> list[str]:
+    if not a.runs:
+        return []
+    header = ["training run", "base model", "ruleset", "reward", "split", "checkpoints", "trained", "step 0"]
+    body = [
+        [
+            _text(run.name),
+            _text(run.base_model or "unknown"),
+            _text(run.ruleset or "unknown"),
+            _text(run.reward or "unknown"),
+            _text(run.split or "unknown"),
+            _text(", ".join(map(str, run.steps)) or "none"),
+            _text("\u2014" if run.final_step is None else run.label(run.final_step)),
+            _text(a.base_subject(run) or "missing"),
+        ]
+        for run in a.runs.values()
+    ]
+    return ["<h3>Training runs</h3>", _table(header, body)]
+
+
+def tables_section(tables_dir: Path) -> list[str]:
+    path = tables_dir / TABLES_FILE
+    if not path.is_file():
+        raise ReportError(f"{path}: no table index; run `schemashift report tables`")
+    out = ["<h2>Tables</h2>", f'<p class="note">{html.escape(CELL_NOTE)}</p>']
+    section = None
+    for table in read_index(path):
+        if table.section != section:
+            section = table.section
+            out.append(f"<h3>{html.escape(section)}</h3>")
+        out.append(f'<h4 id="{html.escape(table.key)}">{html.escape(table.title)}</h4>')
+        if table.note:
+            out.append(f'<p class="note">{html.escape(table.note)}</p>')
+        if not table.rows:
+            out.append('<p class="note">(nothing to show)</p>')
+            continue
+        body = [[_text(r[0]), *(_num(c) for c in r[1:])] for r in table.rows]
+        out.append(_table(table.header, body))
     return out
 
 

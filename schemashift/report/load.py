@@ -23,6 +23,11 @@ EPISODES_FILE = "episodes.parquet"
 DRIFTS_FILE = "drifts.parquet"
 #: the columns that identify an expected cell (the workflow's unit of work)
 CELL_KEYS = ("ruleset", "policy", "scenario", "seed", "sample_index")
+#: what tells model evaluations apart: the training run and the checkpoint's optimizer step
+MODEL_KEYS = ("train_run", "checkpoint_step")
+TRAJECTORIES_FILE = "trajectories.jsonl.gz"
+TRAINING_FILE = "metrics.parquet"
+GO_NO_GO_FILE = "go_no_go.json"
 #: scenario difficulty tiers in display order; other tiers follow, sorted
 TIER_ORDER = ("easy", "medium", "hard")
 
@@ -140,8 +145,12 @@ def read_json(path: str | Path, what: str) -> Any:
 
 
 def read_expected_cells(path: str | Path) -> list[dict[str, Any]]:
-    """The expected cells listed in a JSON file: `[{"ruleset", "policy", "scenario", "seed",
-    "sample_index"}, ...]` (`sample_index` defaults to 0), validated."""
+    """The expected cells listed in a JSON file, validated.
+
+    Each is `{"ruleset", "policy", "scenario", "seed"}` with optional `sample_index` (default 0),
+    and for a model evaluation `train_run` (null for an untrained model) and `checkpoint_step`
+    (0 for the untrained base model); both default to null.
+    """
     data = read_json(path, "expected cells")
     if not isinstance(data, list):
         raise ReportError(f"expected cells {path}: not a JSON list but {type(data).__name__}")
@@ -150,27 +159,57 @@ def read_expected_cells(path: str | Path) -> list[dict[str, Any]]:
         where = f"expected cells {path}: entry {i}"
         if not isinstance(item, Mapping):
             raise ReportError(f"{where}: not an object")
-        unknown = sorted(set(item) - set(CELL_KEYS))
+        unknown = sorted(set(item) - set(CELL_KEYS) - set(MODEL_KEYS))
         if unknown:
             raise ReportError(f"{where}: unknown key(s) {', '.join(unknown)}")
-        cell = {"sample_index": 0, **item}
-        for key in CELL_KEYS:
+        cell = {"sample_index": 0, "train_run": None, "checkpoint_step": None, **item}
+        for key in (*CELL_KEYS, *MODEL_KEYS):
             value = cell.get(key)
-            integer = key in ("seed", "sample_index")
+            integer = key in ("seed", "sample_index", "checkpoint_step")
+            optional = key in MODEL_KEYS
             ok = (
                 isinstance(value, int) and not isinstance(value, bool)
                 if integer
                 else isinstance(value, str) and value != ""
-            )
+            ) or (optional and value is None)
             if not ok:
                 kind = "an integer" if integer else "a non-empty string"
-                raise ReportError(f"{where}: {key} must be {kind}, got {value!r}")
-        cells.append({key: cell[key] for key in CELL_KEYS})
+                raise ReportError(
+                    f"{where}: {key} must be {kind}{' or null' if optional else ''}, got {value!r}"
+                )
+        cells.append({key: cell[key] for key in (*CELL_KEYS, *MODEL_KEYS)})
     return cells
 
 
+def subject_label(policy: str, train_run: Any = None, checkpoint_step: Any = None) -> str:
+    """How an evaluated subject appears everywhere: a checkpoint of a training run as
+    `<run>@step-<n>` (its policy name carries an adapter path), anything else by its policy name,
+    with `@step-<n>` for a checkpoint evaluated outside a named run."""
+    step = None if checkpoint_step is None or checkpoint_step != checkpoint_step else int(checkpoint_step)
+    run = None if train_run is None or train_run != train_run else str(train_run)
+    if run is not None:
+        return f"{run}@step-{step if step is not None else 'final'}"
+    if step is None or step == 0:
+        return policy
+    return f"{policy}@step-{step}"
+
+
+def subject_kind(policy: str, train_run: Any, checkpoint_step: Any, base_model: Any) -> str:
+    """`checkpoint` (of a training run), `base` (an untrained model at step 0), `model` (an API or
+    other model baseline) or `rule` (a rule-based baseline)."""
+    if train_run is not None and train_run == train_run:
+        return "checkpoint"
+    if checkpoint_step is not None and checkpoint_step == checkpoint_step and int(checkpoint_step) == 0:
+        return "base"
+    if (base_model is not None and base_model == base_model) or ":" in policy:
+        return "model"
+    return "rule"
+
+
 def cell_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(row[key] for key in CELL_KEYS)
+    """(ruleset, subject, scenario, seed, sample_index): one expected cell of one evaluated subject."""
+    subject = subject_label(row["policy"], row.get("train_run"), row.get("checkpoint_step"))
+    return (row["ruleset"], subject, row["scenario"], row["seed"], row["sample_index"])
 
 
 def tier_rank(tier: str | None) -> tuple[int, str]:
@@ -182,29 +221,51 @@ def tier_rank(tier: str | None) -> tuple[int, str]:
 # -- pandas frames for the report parts -------------------------------------------------------------
 
 
-def policy_label(policy: str, checkpoint_step: Any) -> str:
-    """How a policy appears in tables and figures: its name, and the checkpoint step if any."""
-    if checkpoint_step is None or checkpoint_step != checkpoint_step:  # None or NaN
-        return policy
-    return f"{policy}@step-{int(checkpoint_step)}"
-
-
 def report_policies(rows: pd.DataFrame, expected: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Policy labels of a ruleset's rows, plus expected policies that have no row at all."""
-    ran = set(rows["policy"])
-    return sorted(set(rows["label"]) | {c["policy"] for c in expected if c["policy"] not in ran})
+    """Subject labels of a ruleset's rows plus expected subjects without any row, in display order."""
+    kinds = dict(zip(rows["label"], rows["kind"], strict=True))
+    for cell in expected:
+        label = cell_key(cell)[1]
+        if label not in kinds:
+            kinds[label] = subject_kind(
+                cell["policy"], cell.get("train_run"), cell.get("checkpoint_step"), None
+            )
+    return sorted(kinds, key=lambda label: subject_order(label, kinds[label]))
+
+
+KIND_ORDER = ("rule", "model", "base", "checkpoint")
+
+
+def subject_order(label: str, kind: str) -> tuple[Any, ...]:
+    """Rule baselines, model baselines, untrained bases, then checkpoints by run and step."""
+    run, _, step = label.rpartition("@step-")
+    if kind == "checkpoint" and step.isdigit():
+        return (KIND_ORDER.index(kind), run, int(step))
+    return (KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER), label, 0)
+
+
+def _labels(frame: pd.DataFrame) -> list[str]:
+    return [
+        subject_label(p, r, c)
+        for p, r, c in zip(frame["policy"], frame["train_run"], frame["checkpoint_step"], strict=True)
+    ]
 
 
 def episodes_frame(path: str | Path) -> pd.DataFrame:
-    """The episodes file as a frame, with `label` (see policy_label) and `success` as 1.0/0.0/NaN."""
+    """The episodes file as a frame, with `label` (see subject_label), `kind` (see subject_kind)
+    and `success` as 1.0/0.0/NaN."""
     frame = read_table(path, "episodes").to_pandas()
     if frame.empty:
         raise ReportError(f"{path}: no episodes")
     unknown = sorted((set(frame["status"].dropna()) - {"graded", "infra_error"}) | _nulls(frame["status"]))
     if unknown:
         raise ReportError(f"{path}: unknown episode status(es) {', '.join(map(str, unknown))}")
-    frame["label"] = [
-        policy_label(p, c) for p, c in zip(frame["policy"], frame["checkpoint_step"], strict=True)
+    frame["label"] = _labels(frame)
+    frame["kind"] = [
+        subject_kind(p, r, c, b)
+        for p, r, c, b in zip(
+            frame["policy"], frame["train_run"], frame["checkpoint_step"], frame["base_model"], strict=True
+        )
     ]
     frame["success"] = frame["success"].map({True: 1.0, False: 0.0}).astype("float64")
     frame["score"] = frame["score"].astype("float64")
@@ -217,24 +278,26 @@ def _nulls(series: pd.Series) -> set[str]:
 
 def drifts_frame(path: str | Path) -> pd.DataFrame:
     frame = read_table(path, "drifts").to_pandas()
-    frame["label"] = [
-        policy_label(p, c) for p, c in zip(frame["policy"], frame["checkpoint_step"], strict=True)
-    ]
+    frame["label"] = _labels(frame)
     return frame
 
 
 def training_frame(path: str | Path) -> pd.DataFrame:
-    """Training metrics, without the rows a resumed run superseded."""
+    """Training metrics, without the rows a resumed run superseded (the saved lineage)."""
     frame = read_table(path, "training_metrics").to_pandas()
     superseded = frame["superseded"].fillna(False).astype(bool)
-    return frame[~superseded].reset_index(drop=True)
+    return frame[~superseded].sort_values(["train_run", "step"]).reset_index(drop=True)
 
 
 def manifest_cells(manifest: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """The cells a manifest lists (each with its status), or none."""
+    """The cells a manifest lists (each with its status and `subject`), or none."""
     if not manifest:
         return []
-    return [dict(cell) for cell in manifest.get("cells") or []]
+    cells = []
+    for cell in manifest.get("cells") or []:
+        cell = {"train_run": None, "checkpoint_step": None, **cell}
+        cells.append({**cell, "subject": cell_key(cell)[1]})
+    return cells
 
 
 def coverage(episodes: pd.DataFrame, manifest: Mapping[str, Any] | None, ruleset: str) -> dict[str, Any]:
@@ -276,3 +339,46 @@ def catalogue_tier(ruleset: str, scenario: str) -> str | None:
         return get_ruleset(ruleset).scenario_info(scenario).tier
     except Exception:  # noqa: BLE001 - an unknown ruleset or scenario just has no tier
         return None
+
+
+# -- the run configuration ---------------------------------------------------------------------------
+
+
+def read_config(path: str | Path | None) -> dict[str, Any]:
+    """The workflow configuration (JSON or YAML): which models and training runs there are.
+
+    Only `models`, `train` and `report` are read; anything missing is empty. A file that is not a
+    mapping raises ReportError.
+    """
+    if path is None:
+        return {"models": {}, "train": {"runs": {}, "defaults": {}}, "report": {}}
+    text_path = Path(path)
+    if text_path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            data = yaml.safe_load(text_path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ReportError(f"config {path}: cannot read: {exc}") from None
+        except yaml.YAMLError as exc:
+            raise ReportError(f"config {path}: malformed YAML: {exc}") from None
+    else:
+        data = read_json(path, "config")
+    if not isinstance(data, Mapping):
+        raise ReportError(f"config {path}: not a mapping")
+    train = dict(data.get("train") or {})
+    return {
+        "models": dict(data.get("models") or {}),
+        "train": {"runs": dict(train.get("runs") or {}), "defaults": dict(train.get("defaults") or {})},
+        "report": dict(data.get("report") or {}),
+    }
+
+
+def read_examples(path: str | Path | None) -> list[dict[str, Any]]:
+    """The failed-episode examples `schemashift aggregate --out-examples` wrote, or none."""
+    if path is None:
+        return []
+    data = read_json(path, "examples")
+    if not isinstance(data, list):
+        raise ReportError(f"examples {path}: not a JSON list")
+    return data

@@ -1,174 +1,205 @@
-"""The statistics of the report: per-cell means with seeded bootstrap intervals.
+"""The statistics of the report: clustered bootstrap intervals, paired differences and pass^k.
 
-Every interval is a percentile bootstrap of the mean over graded episodes: episodes are
-resampled with replacement within a cell, `samples` times, from a generator seeded afresh with
-`seed` for every interval, so an interval depends only on its cell's values and the seed (the
-tables and the figures get the same numbers). Tier and overall columns average the scenario
-means of a policy (each scenario weighs the same) and resample within each scenario
-(a stratified bootstrap); they are left empty when a scenario of the group has no graded episode.
+Units. An episode belongs to a cell (subject, scenario, seed); with several samples per seed the
+cell's samples are averaged first, so every seed weighs the same within a scenario and every
+scenario weighs the same in an aggregate over scenarios.
+
+Intervals are 95% percentile bootstrap intervals from `numpy.random.default_rng(seed)`, seeded
+afresh for every interval, so an interval depends only on its data and the seed:
+
+- within one scenario the seeds are resampled (a cluster bootstrap: the samples of a seed stay
+  together), `bootstrap_mean_ci` of the seed means;
+- across scenarios the scenarios are resampled and, inside each drawn scenario, its seeds
+  (a two-stage clustered bootstrap), `clustered_ci`; with one scenario it is the seed bootstrap.
+
+pass^k (the chance that k independent attempts at a task all succeed) uses the unbiased
+estimator per cell with n graded samples of which c succeeded: C(c, k) / C(n, k), averaged over
+the cells like any other metric; it is defined only where every cell has at least k samples.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-from schemashift.report.load import (
-    catalogue_tier,
-    coverage,
-    manifest_cells,
-    report_policies,
-    sorted_scenarios,
-    tier_rank,
-)
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import comb
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-#: metric column of the episodes -> how tables and figures name it
-METRICS = {"score": "mean score", "success": "success rate"}
 LEVEL = 0.95
-OVERALL = "overall"
-TIER_PREFIX = "tier:"
-
-
-def bootstrap_mean_ci(
-    values: Sequence[float] | np.ndarray, samples: int = 2000, seed: int = 0, level: float = LEVEL
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of `values` (at least one value)."""
-    return bootstrap_stratified_ci([values], samples, seed, level)
-
-
-def bootstrap_stratified_ci(
-    groups: Sequence[Sequence[float] | np.ndarray], samples: int = 2000, seed: int = 0, level: float = LEVEL
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of the group means, resampling within each group.
-
-    The groups draw in order from one generator seeded with `seed`: for each group, a
-    (samples x size) matrix of indices from `rng.integers(0, size, ...)`. With one group this is
-    the plain bootstrap of its mean.
-    """
-    import numpy as np
-
-    if samples < 1:
-        raise ValueError(f"bootstrap samples must be at least 1, got {samples}")
-    arrays = [np.asarray(group, dtype=float) for group in groups]
-    if not arrays or any(a.size == 0 for a in arrays):
-        raise ValueError("every bootstrap group needs at least one value")
-    rng = np.random.default_rng(seed)
-    total = np.zeros(samples)
-    for a in arrays:
-        total += a[rng.integers(0, a.size, size=(samples, a.size))].mean(axis=1)
-    means = total / len(arrays)
-    alpha = round((1.0 - level) / 2.0, 12)  # 0.025 exactly for level 0.95, not 0.025000000000000022
-    low, high = np.quantile(means, [alpha, 1.0 - alpha])
-    return float(low), float(high)
+PASS_K = (1, 2, 3, 4)
 
 
 @dataclass(frozen=True)
 class Stat:
-    """A mean with its interval over `n` graded episodes; mean None when it cannot be computed."""
+    """A mean with its interval over `n` units (graded episodes, or pairs for a difference);
+    mean None when it cannot be computed. `provisional`: computed over incomplete coverage."""
 
     mean: float | None
     ci_low: float | None
     ci_high: float | None
     n: int
+    provisional: bool = False
+
+    def flagged(self, provisional: bool) -> Stat:
+        return Stat(self.mean, self.ci_low, self.ci_high, self.n, self.provisional or provisional)
 
 
-@dataclass
-class RulesetSummary:
-    ruleset: str
-    policies: list[str]
-    scenarios: list[str]
-    tiers: dict[str, str | None]
-    tier_names: list[str]
-    stats: dict[tuple[str, str, str], Stat] = field(default_factory=dict)  # (metric, policy, column)
-    coverage: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def columns(self) -> list[str]:
-        """Scenario columns, then one per tier, then overall."""
-        return [*self.scenarios, *(TIER_PREFIX + t for t in self.tier_names), OVERALL]
-
-    def tidy_rows(self) -> list[dict[str, Any]]:
-        """One row per metric, policy and column, in display order."""
-        return [
-            {
-                "ruleset": self.ruleset,
-                "policy": policy,
-                "scenario": column,
-                "metric": metric,
-                **vars(self.stats[metric, policy, column]),
-            }
-            for metric in METRICS
-            for policy in self.policies
-            for column in self.columns
-        ]
+MISSING_STAT = Stat(None, None, None, 0)
 
 
-def summarize(
-    episodes: pd.DataFrame,
-    manifest: Mapping[str, Any] | None = None,
-    samples: int = 2000,
-    seed: int = 0,
-) -> list[RulesetSummary]:
-    """Per ruleset, the statistics of every policy (by label) and scenario, plus tiers and overall.
+def _quantiles(means: np.ndarray, level: float) -> tuple[float, float]:
+    import numpy as np
 
-    Policies and scenarios are those with rows, plus the manifest's expected cells, so a cell
-    that never ran shows up as empty (never as 0).
+    alpha = round((1.0 - level) / 2.0, 12)  # 0.025 exactly for level 0.95
+    low, high = np.quantile(means, [alpha, 1.0 - alpha])
+    return float(low), float(high)
+
+
+def bootstrap_mean_ci(
+    values: Sequence[float] | np.ndarray, samples: int = 2000, seed: int = 0, level: float = LEVEL
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of `values` (at least one): `samples` rows of
+    indices from `rng.integers(0, n, (samples, n))`."""
+    import numpy as np
+
+    if samples < 1:
+        raise ValueError(f"bootstrap samples must be at least 1, got {samples}")
+    a = np.asarray(values, dtype=float)
+    if a.size == 0:
+        raise ValueError("the bootstrap needs at least one value")
+    rng = np.random.default_rng(seed)
+    means = a[rng.integers(0, a.size, size=(samples, a.size))].mean(axis=1)
+    return _quantiles(means, level)
+
+
+def clustered_ci(
+    groups: Sequence[Sequence[float] | np.ndarray], samples: int = 2000, seed: int = 0, level: float = LEVEL
+) -> tuple[float, float]:
+    """Interval of the mean of group means (groups: scenarios, values: seed means), resampling
+    the groups and, within each drawn group, its values.
+
+    Draw order from one generator: the (samples x groups) matrix of drawn groups, then for each
+    group in order a (samples x size) matrix of value indices. One group: `bootstrap_mean_ci`.
     """
-    expected = manifest_cells(manifest)
-    rulesets = sorted(set(episodes["ruleset"]) | {c["ruleset"] for c in expected})
-    return [_summarize_ruleset(episodes, expected, manifest, r, samples, seed) for r in rulesets]
+    import numpy as np
+
+    if samples < 1:
+        raise ValueError(f"bootstrap samples must be at least 1, got {samples}")
+    arrays = [np.asarray(g, dtype=float) for g in groups]
+    if not arrays or any(a.size == 0 for a in arrays):
+        raise ValueError("every bootstrap group needs at least one value")
+    if len(arrays) == 1:
+        return bootstrap_mean_ci(arrays[0], samples, seed, level)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(arrays), size=(samples, len(arrays)))
+    inner = np.column_stack([a[rng.integers(0, a.size, size=(samples, a.size))].mean(axis=1) for a in arrays])
+    means = np.take_along_axis(inner, picks, axis=1).mean(axis=1)
+    return _quantiles(means, level)
 
 
-def _summarize_ruleset(
-    episodes: pd.DataFrame,
-    expected: list[dict[str, Any]],
-    manifest: Mapping[str, Any] | None,
-    ruleset: str,
+def group_stat(
+    groups: Sequence[np.ndarray], n: int, samples: int, seed: int, provisional: bool = False
+) -> Stat:
+    """Mean of the group means with its clustered interval; missing when some group is empty."""
+    if not groups or any(len(g) == 0 for g in groups):
+        return Stat(None, None, None, n, provisional)
+    mean = float(sum(float(g.mean()) for g in groups) / len(groups))
+    low, high = clustered_ci(groups, samples, seed)
+    return Stat(mean, low, high, n, provisional)
+
+
+def seed_means(rows: pd.DataFrame, metric: str, scenarios: Sequence[str]) -> tuple[list[np.ndarray], int]:
+    """Per scenario, the per-seed means of `metric` over graded rows (nulls dropped), and the
+    number of episodes behind them."""
+    import numpy as np
+
+    values = rows[["scenario", "seed", metric]].dropna(subset=[metric])
+    grouped = values.groupby(["scenario", "seed"], sort=True)[metric].mean()
+    groups = []
+    for scenario in scenarios:
+        part = grouped[grouped.index.get_level_values(0) == scenario] if len(grouped) else grouped
+        groups.append(np.asarray(part.to_numpy(), dtype=float))
+    n = int(values["scenario"].isin(list(scenarios)).sum())
+    return groups, n
+
+
+def metric_stat(
+    rows: pd.DataFrame,
+    metric: str,
+    scenarios: Sequence[str],
     samples: int,
     seed: int,
-) -> RulesetSummary:
-    rows = episodes[episodes["ruleset"] == ruleset]
-    expected = [c for c in expected if c["ruleset"] == ruleset]
-    tiers: dict[str, str | None] = {}
-    for scenario, tier in zip(rows["scenario"], rows["tier"], strict=True):
-        if tiers.get(scenario) is None:
-            tiers[scenario] = tier if isinstance(tier, str) else None
-    for cell in expected:
-        if tiers.get(cell["scenario"]) is None:
-            tiers[cell["scenario"]] = catalogue_tier(ruleset, cell["scenario"])
-    summary = RulesetSummary(
-        ruleset=ruleset,
-        policies=report_policies(rows, expected),
-        scenarios=sorted_scenarios(tiers, tiers),
-        tiers=tiers,
-        tier_names=sorted({t for t in tiers.values() if t is not None}, key=tier_rank),
-        coverage=coverage(episodes, manifest, ruleset),
-    )
-    graded = rows[rows["status"] == "graded"]
-    groups = {TIER_PREFIX + t: [s for s in summary.scenarios if tiers[s] == t] for t in summary.tier_names}
-    groups[OVERALL] = summary.scenarios
-    for metric in METRICS:
-        for policy in summary.policies:
-            mine = graded[graded["label"] == policy]
-            values = {
-                s: mine.loc[mine["scenario"] == s, metric].dropna().to_numpy() for s in summary.scenarios
-            }
-            for scenario, v in values.items():
-                summary.stats[metric, policy, scenario] = _stat([v], samples, seed)
-            for column, members in groups.items():
-                summary.stats[metric, policy, column] = _stat([values[s] for s in members], samples, seed)
-    return summary
+    provisional: bool = False,
+) -> Stat:
+    """The mean of `metric` over `scenarios` (graded rows of one subject) with its interval."""
+    groups, n = seed_means(rows, metric, scenarios)
+    return group_stat(groups, n, samples, seed, provisional)
 
 
-def _stat(groups: list[np.ndarray], samples: int, seed: int) -> Stat:
-    n = int(sum(g.size for g in groups))
-    if not groups or any(g.size == 0 for g in groups):
-        return Stat(None, None, None, n)
-    mean = float(sum(float(g.mean()) for g in groups) / len(groups))
-    low, high = bootstrap_stratified_ci(groups, samples, seed)
-    return Stat(mean, low, high, n)
+def paired_stat(
+    rows: pd.DataFrame,
+    reference: pd.DataFrame,
+    metric: str,
+    scenarios: Sequence[str],
+    samples: int,
+    seed: int,
+    provisional: bool = False,
+) -> Stat:
+    """Mean difference `rows - reference` over the (scenario, seed) cells both have graded,
+    clustered like any aggregate; n is the number of such pairs. Missing when a scenario has none."""
+    import numpy as np
+
+    def cells(frame: pd.DataFrame) -> pd.Series:
+        values = frame[["scenario", "seed", metric]].dropna(subset=[metric])
+        values = values[values["scenario"].isin(list(scenarios))]
+        return values.groupby(["scenario", "seed"], sort=True)[metric].mean()
+
+    diff = (cells(rows) - cells(reference)).dropna()
+    groups = [
+        np.asarray(diff[diff.index.get_level_values(0) == s].to_numpy(), dtype=float)
+        if len(diff)
+        else np.array([])
+        for s in scenarios
+    ]
+    return group_stat(groups, int(len(diff)), samples, seed, provisional)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """Unbiased estimate of pass^k from n samples with c successes: C(c, k) / C(n, k) (n >= k)."""
+    if not 0 <= c <= n or k < 1 or n < k:
+        raise ValueError(f"pass^k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    return comb(c, k) / comb(n, k)
+
+
+def pass_k_stat(
+    rows: pd.DataFrame, k: int, scenarios: Sequence[str], samples: int, seed: int, provisional: bool = False
+) -> Stat:
+    """pass^k over `scenarios` from the graded rows of one subject; missing where a cell has fewer
+    than k samples or a scenario has no graded cell. n is the number of cells."""
+    import numpy as np
+
+    values = rows[["scenario", "seed", "success"]].dropna(subset=["success"])
+    values = values[values["scenario"].isin(list(scenarios))]
+    counts = values.groupby(["scenario", "seed"], sort=True)["success"].agg(["count", "sum"])
+    if len(counts) == 0 or int(counts["count"].min()) < k:
+        return Stat(None, None, None, int(len(counts)), provisional)
+    estimates = [pass_hat_k(int(n), int(c), k) for n, c in zip(counts["count"], counts["sum"], strict=True)]
+    series = counts.assign(estimate=estimates)["estimate"]
+    groups = [
+        np.asarray(series[series.index.get_level_values(0) == s].to_numpy(), dtype=float) for s in scenarios
+    ]
+    return group_stat(groups, int(len(counts)), samples, seed, provisional)
+
+
+def compare(diff: Stat) -> str:
+    """beats / ties / loses from a paired difference's interval (ties when it holds 0 or is missing)."""
+    if diff.mean is None:
+        return "n/a"
+    if diff.ci_low > 0:
+        return "beats"
+    if diff.ci_high < 0:
+        return "loses"
+    return "ties"

@@ -13,6 +13,7 @@ import pytest
 from report_helpers import CONFIG_HASH, error_line, report_args
 
 from schemashift.cli import main
+from schemashift.report.figures import stems
 
 
 def html_args(aggregated: dict[str, Path], tables: Path, figures: Path, out: Path) -> list[str]:
@@ -32,7 +33,7 @@ def test_report_opens_with_what_ran_and_its_provenance(aggregated: dict[str, Pat
     assert (
         report.index("<h2>What ran</h2>") < report.index("<h2>Tables</h2>") < report.index("<h2>Figures</h2>")
     )
-    for text in ("naive_heuristic, oracle, policy_aware_heuristic", "E1_onboard_new_hire", "0-2"):
+    for text in ("naive_heuristic, oracle, policy_aware_heuristic, hf:tiny", "E1_onboard_new_hire", "0-2"):
         assert text in what_ran
     assert "15 expected cells: 12 graded, 1 infra_error, 2 missing." in what_ran
     assert "legacy / hf:tiny / E1_onboard_new_hire / seed 0 / sample 0" in what_ran
@@ -44,23 +45,24 @@ def test_report_opens_with_what_ran_and_its_provenance(aggregated: dict[str, Pat
         assert ("yes (dirty)" if manifest["git_dirty"] else "no (clean)") in what_ran
 
 
-def test_report_shows_the_tables(report: str) -> None:
-    assert "<h4>Mean score</h4>" in report and "<h4>Success rate</h4>" in report
-    assert '<td class="num">0.522 [0.522, 0.522] (n=2)</td>' in report
-    assert "<h4>Drift outcomes</h4>" in report
-    assert "\u2014" in report
+def test_report_shows_the_tables(report: str, tables_dir: Path) -> None:
+    index = json.loads((tables_dir / "tables.json").read_text(encoding="utf-8"))
+    for table in index:
+        assert f'<h4 id="{table["key"]}">' in report
+    assert '<td class="num">0.522 [0.522, 0.522] n=2</td>' in report
+    assert '<td class="num">missing</td>' in report
 
 
 def test_report_embeds_its_figures_and_references_nothing_outside(report: str) -> None:
     images = re.findall(r'<img [^>]*src="([^"]*)"', report)
-    assert len(images) == 2
+    assert len(images) == len(stems(["legacy"]))
     for src in images:
         assert src.startswith("data:image/png;base64,")
         assert base64.b64decode(src.split(",", 1)[1]).startswith(b"\x89PNG\r\n\x1a\n")
     assert re.findall(r'(?:src|href)="(?!data:)', report) == []
     for needle in ("http://", "https://", 'src="file', "<link", "<script"):
         assert needle not in report
-    assert report.count("<figcaption>") == 2
+    assert report.count("<figcaption>") == len(images)
 
 
 def test_report_without_a_manifest_says_so(
@@ -79,7 +81,7 @@ def test_report_needs_the_tables_and_figures(
 ) -> None:
     (tmp_path / "empty").mkdir()
     assert main(html_args(aggregated, tmp_path / "empty", figures_dir, tmp_path / "out")) == 2
-    assert "legacy_summary.csv: no summary table for ruleset legacy" in error_line(capsys, "report")
+    assert "tables.json: no table index" in error_line(capsys, "report")
     assert not (tmp_path / "out" / "report.html").exists()
 
 

@@ -1,9 +1,11 @@
-"""`schemashift report tables` and the statistics behind it."""
+"""`schemashift report tables` on played legacy baselines, and the statistics against hand-computed values."""
 
 from __future__ import annotations
 
 import csv
+import itertools
 import json
+from math import comb
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,8 @@ from report_helpers import BOOTSTRAP, error_line, report_args
 
 from schemashift.cli import main
 from schemashift.report import stats
-from schemashift.report.load import episodes_frame, policy_label
+from schemashift.report.analysis import Analysis
+from schemashift.report.load import episodes_frame
 
 E1, M1 = "E1_onboard_new_hire", "M1_customer_escalation"
 #: legacy scores (every seed plays the same task): policy -> scenario -> (score, success)
@@ -25,91 +28,107 @@ LEGACY = {
 }
 
 
-def summary_rows(tables_dir: Path) -> dict[tuple[str, str, str], dict[str, str]]:
-    with open(tables_dir / "legacy_summary.csv", newline="", encoding="utf-8") as f:
-        return {(r["policy"], r["scenario"], r["metric"]): r for r in csv.DictReader(f)}
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
 
 
-def reference_ci(groups: list[list[float]], samples: int, seed: int) -> tuple[float, float]:
-    """The stratified percentile bootstrap, written out with numpy."""
-    rng = np.random.default_rng(seed)
-    means = np.zeros(samples)
-    for values in groups:
-        v = np.array(values, dtype=float)
-        means += v[rng.integers(0, len(v), size=(samples, len(v)))].mean(axis=1)
-    means /= len(groups)
-    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+def overview(tables_dir: Path, metric: str) -> dict[tuple[str, str], dict[str, str]]:
+    return {(r["subject"], r["column"]): r for r in csv_rows(tables_dir / f"legacy_{metric}.csv")}
 
 
 def test_tables_hold_the_hand_computed_means(tables_dir: Path) -> None:
-    rows = summary_rows(tables_dir)
-    for policy, scenarios in LEGACY.items():
-        for scenario, (score, success) in scenarios.items():
-            for metric, value in (("score", score), ("success", success)):
-                row = rows[policy, scenario, metric]
+    for metric, position in (("score", 0), ("success", 1)):
+        rows = overview(tables_dir, metric)
+        for policy, scenarios in LEGACY.items():
+            for scenario, values in scenarios.items():
+                row = rows[policy, scenario]
                 # every legacy seed plays the same task, so the interval collapses onto the mean
-                assert float(row["mean"]) == pytest.approx(value)
-                assert float(row["ci_low"]) == pytest.approx(value)
-                assert float(row["ci_high"]) == pytest.approx(value)
+                assert float(row["mean"]) == pytest.approx(values[position])
+                assert float(row["ci_low"]) == float(row["ci_high"]) == pytest.approx(values[position])
                 assert row["n"] == "2"  # the oracle's infra_error episode on M1 is not counted
+    rows = overview(tables_dir, "score")
     pa = "policy_aware_heuristic"
-    assert float(rows[pa, "tier:easy", "score"]["mean"]) == pytest.approx(0.521875)
-    assert float(rows[pa, "tier:medium", "score"]["mean"]) == 0.0
-    assert float(rows[pa, "overall", "score"]["mean"]) == pytest.approx(0.2609375)
-    assert float(rows[pa, "overall", "success"]["mean"]) == 0.5
-    assert float(rows["oracle", "overall", "score"]["mean"]) == pytest.approx((0.953125 + 0.95) / 2)
-    assert rows[pa, "overall", "score"]["n"] == "4"
+    assert float(rows[pa, "tier:easy"]["mean"]) == pytest.approx(0.521875)
+    assert float(rows[pa, "tier:medium"]["mean"]) == 0.0
+    assert float(rows[pa, "overall"]["mean"]) == pytest.approx(0.2609375)
+    assert float(rows["oracle", "overall"]["mean"]) == pytest.approx((0.953125 + 0.95) / 2)
+    assert rows[pa, "overall"]["n"] == "4"
 
 
-def test_a_policy_that_never_ran_is_empty_never_zero(tables_dir: Path) -> None:
-    rows = summary_rows(tables_dir)
+def test_incomplete_coverage_is_provisional_everywhere(tables_dir: Path) -> None:
+    rows = overview(tables_dir, "score")
+    # oracle on M1 has an infra_error cell, naive on E1 a missing seed: both are provisional
+    assert rows["oracle", M1]["provisional"] == "True" and rows["oracle", E1]["provisional"] == "False"
+    assert rows["oracle", "overall"]["provisional"] == "True"
+    assert rows["naive_heuristic", E1]["provisional"] == "True"
+    assert rows["policy_aware_heuristic", "overall"]["provisional"] == "False"
+    coverage = {(r["subject"], r["scenario"]): r for r in csv_rows(tables_dir / "legacy_coverage.csv")}
+    assert coverage["oracle", M1]["infra_error"] == "1" and coverage["oracle", M1]["graded"] == "2"
+    assert coverage["naive_heuristic", E1]["missing"] == "1" and coverage["naive_heuristic", E1]["expected"] == "3"
+    markdown = (tables_dir / "summary.md").read_text(encoding="utf-8")
+    oracle = next(line for line in markdown.splitlines() if line.startswith("| oracle | 0.953"))
+    assert oracle.split(" | ")[2] == "0.950 [0.950, 0.950] n=2\u2020"
+
+
+def test_a_policy_that_never_ran_is_missing_never_zero(tables_dir: Path) -> None:
+    rows = overview(tables_dir, "score")
     for column in (E1, M1, "tier:easy", "tier:medium", "overall"):
-        row = rows["hf:tiny", column, "score"]
+        row = rows["hf:tiny", column]
         assert (row["mean"], row["ci_low"], row["ci_high"], row["n"]) == ("", "", "", "0")
     markdown = (tables_dir / "summary.md").read_text(encoding="utf-8")
-    hf_line = next(line for line in markdown.splitlines() if line.startswith("| hf:tiny |"))
-    assert hf_line == "| hf:tiny | " + " | ".join(["\u2014"] * 5) + " |"
+    hf_line = next(line for line in markdown.splitlines() if line.startswith("| hf:tiny | missing"))
+    assert hf_line == "| hf:tiny | " + " | ".join(["missing"] * 5) + " |"
 
 
-def test_markdown_summary(tables_dir: Path) -> None:
+def test_markdown_summary_holds_every_part(tables_dir: Path) -> None:
     markdown = (tables_dir / "summary.md").read_text(encoding="utf-8")
-    assert "## Ruleset `legacy`" in markdown
-    assert (
-        "### Mean score" in markdown and "### Success rate" in markdown and "### Drift outcomes" in markdown
-    )
-    assert (
-        "| policy | E1_onboard_new_hire | M1_customer_escalation | easy (tier) | medium (tier) | overall |"
-        in markdown
-    )
-    pa_line = next(
-        line for line in markdown.splitlines() if line.startswith("| policy_aware_heuristic | 0.522")
-    )
-    assert pa_line.split(" | ")[1:3] == ["0.522 [0.522, 0.522] (n=2)", "0.000 [0.000, 0.000] (n=2)"]
+    for heading in (
+        "## Ruleset legacy",
+        "### Mean score per subject and scenario",
+        "### Coverage: graded / expected cells per subject and scenario",
+        "## Table B: baselines vs the trained model",
+        "## Table C: reward ablation",
+        "## Table E: training efficiency",
+        "## Legacy vs v1",
+        "### pass^k: all of k attempts succeed",
+        "### Drift outcomes per subject and drift kind",
+        "## Per-seed raw tables (legacy)",
+    ):
+        assert heading in markdown
     assert (
         "Coverage: 12 graded episodes in the means; 1 infra_error episode excluded; "
         "2 of 15 expected cells missing." in markdown
     )
-    drifts = list(csv.DictReader(open(tables_dir / "legacy_drifts.csv", newline="", encoding="utf-8")))
-    assert {r["policy"] for r in drifts} == set(LEGACY)
+    assert "| gpt-oss:120b (published) | published, not rerun | 120B |" in markdown
+    index = json.loads((tables_dir / "tables.json").read_text(encoding="utf-8"))
+    assert {t["key"] for t in index} >= {"legacy_score", "legacy_coverage", "table_b_legacy", "legacy_pass_k"}
+    drifts = csv_rows(tables_dir / "legacy_drifts.csv")
+    assert {r["subject"] for r in drifts} == set(LEGACY)
 
 
-def test_tables_are_reproducible_with_a_seed(
-    aggregated: dict[str, Path], tables_dir: Path, tmp_path: Path
-) -> None:
+def test_per_seed_table_aggregates_by_tier(tables_dir: Path) -> None:
+    rows = csv_rows(tables_dir / "legacy_per_seed_policy_aware_heuristic.csv")
+    assert [(r["scenario"], r["seed"]) for r in rows] == [(s, str(i)) for s in (E1, M1) for i in (0, 1)]
+    assert {r["score"] for r in rows if r["scenario"] == E1} == {"0.521875"}
+    markdown = (tables_dir / "summary.md").read_text(encoding="utf-8")
+    assert "| overall mean |  |  |" in markdown and "| easy (tier) mean |  |  |" in markdown
+
+
+def test_tables_are_reproducible_with_a_seed(aggregated: dict[str, Path], tables_dir: Path, tmp_path: Path) -> None:
     assert main(report_args("tables", aggregated, tmp_path, "--bootstrap-samples", BOOTSTRAP)) == 0
-    for name in ("legacy_summary.csv", "legacy_drifts.csv", "summary.md"):
+    for name in ("legacy_score.csv", "legacy_drifts.csv", "summary.md", "tables.json"):
         assert (tmp_path / name).read_bytes() == (tables_dir / name).read_bytes()
 
 
-def test_bootstrap_matches_a_numpy_reference() -> None:
-    values = [0.1, 0.5, 0.9, 0.3, 0.7, 0.2]
-    assert stats.bootstrap_mean_ci(values, samples=500, seed=7) == reference_ci([values], 500, 7)
-    groups = [[0.0, 1.0, 1.0], [0.25, 0.5]]
-    assert stats.bootstrap_stratified_ci(groups, samples=300, seed=3) == reference_ci(groups, 300, 3)
-    assert stats.bootstrap_mean_ci(values, samples=500, seed=8) != reference_ci([values], 500, 7)
-    assert stats.bootstrap_mean_ci([0.4], samples=10, seed=0) == (0.4, 0.4)
-    with pytest.raises(ValueError):
-        stats.bootstrap_mean_ci([], samples=10)
+# -- the statistics, against hand-computed values ---------------------------------------------------
+
+
+def reference_ci(values: list[float], samples: int, seed: int) -> tuple[float, float]:
+    rng = np.random.default_rng(seed)
+    v = np.array(values, dtype=float)
+    means = v[rng.integers(0, len(v), size=(samples, len(v)))].mean(axis=1)
+    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
 
 
 def test_bootstrap_matches_a_pure_python_reference() -> None:
@@ -127,61 +146,122 @@ def test_bootstrap_matches_a_pure_python_reference() -> None:
 
     low, high = stats.bootstrap_mean_ci(values, samples=400, seed=11)
     assert low == pytest.approx(quantile(0.025)) and high == pytest.approx(quantile(0.975))
+    spread = [0.1, 0.5, 0.9, 0.3, 0.7, 0.2]
+    assert stats.bootstrap_mean_ci(spread, 500, seed=8) != stats.bootstrap_mean_ci(spread, 500, seed=7)
+    assert stats.bootstrap_mean_ci([0.4], samples=10, seed=0) == (0.4, 0.4)
+    with pytest.raises(ValueError):
+        stats.bootstrap_mean_ci([], samples=10)
 
 
-def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def test_clustered_bootstrap_resamples_scenarios_then_seeds() -> None:
+    # two scenarios with one constant seed mean each: the drawn means are 0, 0.5 or 1 with
+    # chances 1/4, 1/2, 1/4, so the 2.5% and 97.5% quantiles are 0 and 1 exactly
+    assert stats.clustered_ci([[0.0], [1.0]], samples=4000, seed=1) == (0.0, 1.0)
+    # written out: scenario draws first, then each scenario's seed draws
+    groups = [[0.0, 1.0, 1.0], [0.25, 0.5]]
+    rng = np.random.default_rng(3)
+    picks = rng.integers(0, 2, size=(300, 2))
+    inner = np.column_stack([np.array(g)[rng.integers(0, len(g), size=(300, len(g)))].mean(axis=1) for g in groups])
+    means = np.take_along_axis(inner, picks, axis=1).mean(axis=1)
+    expected = (float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975)))
+    assert stats.clustered_ci(groups, samples=300, seed=3) == expected
+    # one scenario: the seed bootstrap
+    assert stats.clustered_ci([[0.1, 0.9, 0.4]], samples=200, seed=5) == reference_ci([0.1, 0.9, 0.4], 200, 5)
+
+
+def episodes(rows: list[dict[str, Any]]) -> pd.DataFrame:
     base = {
         "ruleset": "legacy",
         "status": "graded",
+        "policy": "p",
+        "train_run": None,
         "checkpoint_step": None,
+        "base_model": None,
         "tier": "easy",
         "sample_index": 0,
+        "split": None,
     }
     data = pd.DataFrame([{**base, **row} for row in rows])
     data["label"] = data["policy"]
+    data["kind"] = "rule"
     data["success"] = data["success"].astype("float64")
     return data
 
 
-def test_summary_intervals_resample_within_each_cell() -> None:
-    scores = [0.1, 0.4, 0.8, 0.6]
+def test_samples_of_a_seed_are_averaged_before_the_seeds() -> None:
     rows = [
-        {"policy": "p", "scenario": "A", "seed": i, "score": s, "success": float(s > 0.5)}
-        for i, s in enumerate(scores)
-    ] + [{"policy": "p", "scenario": "B", "seed": 0, "score": 1.0, "success": 1.0, "tier": "medium"}]
-    [summary] = stats.summarize(frame(rows), samples=250, seed=5)
-    a = summary.stats["score", "p", "A"]
-    assert (a.mean, a.n) == (pytest.approx(np.mean(scores)), 4)
-    assert (a.ci_low, a.ci_high) == reference_ci([scores], 250, 5)
-    overall = summary.stats["score", "p", "overall"]
-    assert overall.mean == pytest.approx((np.mean(scores) + 1.0) / 2) and overall.n == 5
-    assert (overall.ci_low, overall.ci_high) == reference_ci([scores, [1.0]], 250, 5)
-    assert summary.columns == ["A", "B", "tier:easy", "tier:medium", "overall"]
+        {"scenario": "A", "seed": 0, "sample_index": i, "score": s, "success": s}
+        for i, s in enumerate((1.0, 1.0, 1.0, 0.0))
+    ]
+    rows.append({"scenario": "A", "seed": 1, "score": 0.0, "success": 0.0})
+    stat = stats.metric_stat(episodes(rows), "score", ["A"], 500, 0)
+    assert stat.mean == pytest.approx((0.75 + 0.0) / 2)  # not the episode mean 0.6
+    assert stat.n == 5
+    assert (stat.ci_low, stat.ci_high) == reference_ci([0.75, 0.0], 500, 0)
+
+
+def test_paired_differences_use_the_cells_both_graded() -> None:
+    mine = {("A", 0): 0.9, ("A", 1): 0.5, ("B", 0): 1.0, ("B", 1): 0.2, ("B", 2): 0.7}
+    base = {("A", 0): 0.4, ("A", 1): 0.5, ("B", 0): 0.0, ("B", 1): 0.6}  # no (B, 2): not paired
+    rows = [{"policy": "new", "scenario": s, "seed": d, "score": v, "success": 0.0} for (s, d), v in mine.items()]
+    rows += [{"policy": "old", "scenario": s, "seed": d, "score": v, "success": 0.0} for (s, d), v in base.items()]
+    data = episodes(rows)
+    a = Analysis(data, samples=400, seed=2)
+    diff = a.paired("legacy", "new", "old", "score", "overall")
+    # A: (0.5 + 0.0) / 2 = 0.25; B: (1.0 - 0.4) / 2 = 0.3; overall: their mean
+    assert diff.mean == pytest.approx(0.275) and diff.n == 4
+    expected = stats.clustered_ci([[0.5, 0.0], [1.0, -0.4]], samples=400, seed=2)
+    assert (diff.ci_low, diff.ci_high) == pytest.approx(expected)
+    assert a.paired("legacy", "new", "old", "score", "A").mean == pytest.approx(0.25)
+    assert stats.compare(diff) == "ties"  # its interval holds 0
+    assert stats.compare(stats.Stat(0.3, 0.1, 0.5, 4)) == "beats"
+    assert stats.compare(stats.Stat(-0.3, -0.5, -0.1, 4)) == "loses"
+
+
+def test_pass_k_is_the_closed_form_and_matches_enumeration() -> None:
+    for n, c in ((4, 2), (5, 3), (4, 4), (6, 0)):
+        outcomes = [1] * c + [0] * (n - c)
+        for k in range(1, n + 1):
+            subsets = list(itertools.combinations(outcomes, k))
+            enumerated = sum(all(s) for s in subsets) / len(subsets)
+            assert stats.pass_hat_k(n, c, k) == pytest.approx(enumerated)
+            assert stats.pass_hat_k(n, c, k) == comb(c, k) / comb(n, k)
+    assert stats.pass_hat_k(4, 2, 2) == pytest.approx(1 / 6)
+    with pytest.raises(ValueError):
+        stats.pass_hat_k(2, 1, 3)
+    rows = [
+        {"scenario": "A", "seed": 0, "sample_index": i, "score": 0.0, "success": float(i < 2)} for i in range(4)
+    ]
+    rows += [{"scenario": "A", "seed": 1, "sample_index": i, "score": 0.0, "success": 1.0} for i in range(3)]
+    data = episodes(rows)
+    assert stats.pass_k_stat(data, 2, ["A"], 100, 0).mean == pytest.approx((1 / 6 + 1.0) / 2)
+    assert stats.pass_k_stat(data, 3, ["A"], 100, 0).mean == pytest.approx((0.0 + 1.0) / 2)
+    assert stats.pass_k_stat(data, 4, ["A"], 100, 0).mean is None  # seed 1 has only 3 samples
 
 
 def test_a_missing_scenario_empties_its_tier_and_overall() -> None:
-    rows = [{"policy": "p", "scenario": "A", "seed": 0, "score": 0.5, "success": 1.0}]
+    rows = [{"scenario": "A", "seed": 0, "score": 0.5, "success": 1.0}]
     manifest = {
         "cells": [
             {"ruleset": "legacy", "policy": "p", "scenario": s, "seed": 0, "sample_index": 0, "status": st}
             for s, st in (("A", "graded"), ("E2_meeting_invite_blast", "missing"))
         ]
     }
-    [summary] = stats.summarize(frame(rows), manifest, samples=50)
-    assert summary.tiers["E2_meeting_invite_blast"] == "easy"  # from the legacy catalogue
-    assert summary.stats["score", "p", "A"].mean == 0.5
+    a = Analysis(episodes(rows), manifest, samples=50)
+    assert a.tiers["legacy"]["E2_meeting_invite_blast"] == "easy"  # from the legacy catalogue
+    assert a.stat("legacy", "p", "score", "A").mean == 0.5
     for column in ("E2_meeting_invite_blast", "tier:easy", "overall"):
-        assert summary.stats["score", "p", column].mean is None
-    assert summary.coverage["missing"] == 1
+        assert a.stat("legacy", "p", "score", column).mean is None
+    assert a.cover("legacy", "p", "E2_meeting_invite_blast").missing == 1
 
 
 def test_infra_error_episodes_are_excluded(aggregated: dict[str, Path]) -> None:
-    episodes = episodes_frame(aggregated["episodes"])
-    assert (episodes["status"] == "infra_error").sum() == 1
+    data = episodes_frame(aggregated["episodes"])
+    assert (data["status"] == "infra_error").sum() == 1
     manifest = json.loads(aggregated["manifest"].read_text(encoding="utf-8"))
-    [summary] = stats.summarize(episodes, manifest, samples=20)
-    assert summary.stats["score", "oracle", M1].n == 2
-    assert (summary.coverage["graded"], summary.coverage["infra_error"]) == (12, 1)
+    a = Analysis(data, manifest, samples=20)
+    stat = a.stat("legacy", "oracle", "score", M1)
+    assert stat.n == 2 and stat.provisional
 
 
 def test_bad_arguments_and_inputs_are_errors(
@@ -193,18 +273,6 @@ def test_bad_arguments_and_inputs_are_errors(
     args[args.index("--episodes") + 1] = str(aggregated["drifts"])
     assert main(args) == 2
     assert "holds the 'drifts' table, expected 'episodes'" in error_line(capsys, "report")
-
-
-def test_checkpoints_are_separate_policies() -> None:
-    rows = [
-        {"policy": "m", "checkpoint_step": step, "scenario": "A", "seed": 0, "score": score, "success": 0.0}
-        for step, score in ((10, 0.2), (20, 0.6))
-    ]
-    data = frame(rows)
-    data["label"] = [policy_label(p, c) for p, c in zip(data["policy"], data["checkpoint_step"], strict=True)]
-    manifest = {
-        "cells": [{"ruleset": "legacy", "policy": "m", "scenario": "A", "seed": 0, "sample_index": 0}]
-    }
-    [summary] = stats.summarize(data, manifest, samples=20)
-    assert summary.policies == ["m@step-10", "m@step-20"]
-    assert summary.stats["score", "m@step-20", "A"].mean == 0.6
+    (tmp_path / "config.json").write_text("[1, 2]", encoding="utf-8")
+    assert main(report_args("tables", aggregated, tmp_path, "--config", str(tmp_path / "config.json"))) == 2
+    assert "not a mapping" in error_line(capsys, "report")

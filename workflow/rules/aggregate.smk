@@ -4,6 +4,7 @@
 # Writing a small JSON file is not worth a cluster job.
 localrules:
     expected_cells,
+    report_config,
 
 
 rule expected_cells:
@@ -17,11 +18,41 @@ rule expected_cells:
             {"ruleset": r, "policy": p, "scenario": s, "seed": seed, "sample_index": i}
             for r, p, s, seed in baseline_cells()
             for i in range(config["samples"])
+        ]
+        + [
+            {
+                "ruleset": r,
+                "policy": p,
+                "train_run": run,
+                "checkpoint_step": step,
+                "scenario": s,
+                "seed": seed,
+                "sample_index": i,
+            }
+            for r, p, run, step, s, seed in model_cells()
+            for i in range(config["samples"])
         ],
     run:
         from schemashift.rollout.io import write_json
 
         write_json(output[0], params.cells)
+
+
+# What the report needs to know about the models and training runs (ablations, sizes, price).
+rule report_config:
+    output:
+        f"{RESULTS}/report_config.json",
+    log:
+        f"{RESULTS}/logs/report_config.log",
+    params:
+        code=code_digest("schemashift/rollout/io.py"),
+        config=lambda w: {
+            key: config[key] for key in ("rulesets", "models", "train", "report")
+        },
+    run:
+        from schemashift.rollout.io import write_json
+
+        write_json(output[0], params.config)
 
 
 rule aggregate:
@@ -31,11 +62,16 @@ rule aggregate:
             for cell in baseline_cells()
             for name in ("episodes.parquet", "drifts.parquet", "trajectories.jsonl.gz")
         ],
+        # model evaluations and training runs, whichever exist (their rules live elsewhere)
+        evaluations=lambda w: [f"{d}/episodes.parquet" for d in evaluation_dirs()],
+        training=lambda w: training_metrics(),
         expected=rules.expected_cells.output[0],
     output:
         episodes=f"{RESULTS}/episodes.parquet",
         drifts=f"{RESULTS}/drifts.parquet",
         manifest=f"{RESULTS}/manifest.json",
+        training=f"{RESULTS}/training_metrics.parquet",
+        examples=f"{RESULTS}/examples.json",
     log:
         f"{RESULTS}/logs/aggregate.log",
     conda:
@@ -46,9 +82,12 @@ rule aggregate:
         code=CODE["aggregate"],
         config_hash=CONFIG_HASH,
         cells=lambda w, input: " ".join(
-            sorted({str(Path(f).parent) for f in input.cells})
+            sorted({str(Path(f).parent) for f in [*input.cells, *input.evaluations]})
         ),
+        train=lambda w, input: " ".join(sorted({str(Path(f).parent) for f in input.training})),
     shell:
-        "python -m schemashift.cli aggregate --cells {params.cells} --out-episodes {output.episodes} "
-        "--out-drifts {output.drifts} --manifest {output.manifest} --expected {input.expected} "
+        "python -m schemashift.cli aggregate --cells {params.cells} --train {params.train} "
+        "--out-episodes {output.episodes} --out-drifts {output.drifts} "
+        "--out-training {output.training} --out-examples {output.examples} "
+        "--manifest {output.manifest} --expected {input.expected} "
         "--config-hash {params.config_hash} > {log} 2>&1"

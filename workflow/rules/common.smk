@@ -78,6 +78,73 @@ def baseline_cells():
     ]
 
 
+def _train_setting(spec, key, default):
+    return spec.get(key, config["train"].get("defaults", {}).get(key, default))
+
+
+def checkpoint_steps(spec):
+    """Steps that leave a checkpoint: every `save_steps` up to `max_steps`, and the last step."""
+    every = _train_setting(spec, "save_steps", 25)
+    last = _train_setting(spec, "max_steps", 100)
+    steps = list(range(every, last + 1, every))
+    return steps if steps and steps[-1] == last else [*steps, last]
+
+
+def model_policy(name):
+    """The policy spec of a configured model (or a bare model id, served by transformers)."""
+    model = config["models"].get(name)
+    return model["policy"] if model else f"hf:{name}"
+
+
+def api_models():
+    """API baselines that are evaluated: their key is set here, or their results exist."""
+    return [
+        name
+        for name, model in config["models"].items()
+        if model["policy"].partition(":")[0] not in ("hf", "")
+        and (
+            os.environ.get(model.get("key_env", ""), "")
+            or Path(f"{RESULTS}/eval/api/{name}").is_dir()
+        )
+    ]
+
+
+def model_cells():
+    """Expected cells of model evaluations: each training run's untrained base (step 0) and its
+    checkpoints on the run's ruleset when training is not disabled, and every API baseline."""
+    cells = []
+    if config["train"]["enabled"] is not False:
+        for run, spec in config["train"]["runs"].items():
+            base = model_policy(spec["base_model"])
+            models = [(base, None, 0)] + [
+                (f"{base}@{RESULTS}/train/{run}/checkpoint-{step}", run, step)
+                for step in checkpoint_steps(spec)
+            ]
+            for policy, train_run, step in models:
+                cells += [
+                    (spec["ruleset"], policy, train_run, step, scenario, seed)
+                    for scenario, seed in evaluation_cells(spec["ruleset"])
+                ]
+    for name in api_models():
+        cells += [
+            (ruleset, config["models"][name]["policy"], None, None, scenario, seed)
+            for ruleset in config["rulesets"]
+            for scenario, seed in evaluation_cells(ruleset)
+        ]
+    return list(dict.fromkeys(cells))
+
+
+def evaluation_dirs():
+    """Result directories of model evaluations that exist now (results/eval/**)."""
+    found = Path(RESULTS, "eval").glob("**/episodes.parquet")
+    return sorted(str(path.parent) for path in found)
+
+
+def training_metrics():
+    """Training runs' metric files that exist now (results/train/<run>/metrics.parquet)."""
+    return sorted(str(path) for path in Path(RESULTS, "train").glob("*/metrics.parquet"))
+
+
 def code_digest(*paths):
     """Digest of the Python sources under `paths`: a rule's params carry the digest of the code
     it runs, so editing that code (and only that code) reruns it."""
@@ -105,6 +172,8 @@ _REPORT = (
     "schemashift/report/__init__.py",
     "schemashift/report/load.py",
     "schemashift/report/stats.py",
+    "schemashift/report/analysis.py",
+    "schemashift/report/published.py",
     "schemashift/cli/verbs/report.py",
 )
 # What each rule's job runs (the modules it imports that shape its outputs).
@@ -127,7 +196,13 @@ CODE = {
         "schemashift/cli/verbs/aggregate.py",
     ),
     "tables": code_digest(*_CLI_CORE, *_REPORT, "schemashift/report/tables.py"),
-    "figures": code_digest(*_CLI_CORE, *_REPORT, "schemashift/report/figures.py"),
+    # the figures reuse the tables' ablation groups, drift and efficiency columns
+    "figures": code_digest(
+        *_CLI_CORE,
+        *_REPORT,
+        "schemashift/report/tables.py",
+        "schemashift/report/figures.py",
+    ),
     "html": code_digest(
         *_CLI_CORE,
         *_REPORT,
@@ -136,6 +211,13 @@ CODE = {
         "schemashift/report/html.py",
     ),
 }
+
+
+def figure_stems():
+    """Every figure `schemashift report figures` writes (the same set whatever the data)."""
+    from schemashift.report.figures import stems
+
+    return stems(config["rulesets"])
 
 
 def container_engine():
@@ -181,14 +263,10 @@ def default_targets():
         f"{RESULTS}/episodes.parquet",
         f"{RESULTS}/drifts.parquet",
         f"{RESULTS}/manifest.json",
-        f"{RESULTS}/tables/summary.md",
+        f"{RESULTS}/summary.md",
         f"{RESULTS}/report.html",
     ]
-    targets += [
-        f"{RESULTS}/figures/{ruleset}_{metric}.png"
-        for ruleset in config["rulesets"]
-        for metric in ("score", "success")
-    ]
+    targets += [f"{RESULTS}/figures/{stem}.png" for stem in figure_stems()]
     # The cells are targets too, so that a deleted cell file is made again.
     targets += [
         f"{cell_dir(*cell)}/{name}"

@@ -1,15 +1,32 @@
 """Tables, figures and the self-contained HTML report; each part reruns only when its code changes."""
 
 
+# The inputs every report part reads.
+REPORT_INPUTS = dict(
+    episodes=rules.aggregate.output.episodes,
+    drifts=rules.aggregate.output.drifts,
+    manifest=rules.aggregate.output.manifest,
+    training=rules.aggregate.output.training,
+    examples=rules.aggregate.output.examples,
+    config=rules.report_config.output[0],
+)
+REPORT_ARGS = (
+    "--episodes {input.episodes} --drifts {input.drifts} --manifest {input.manifest} "
+    "--training-metrics {input.training} --examples {input.examples} --config {input.config} "
+    "--bootstrap-samples {params.samples} --seed {params.seed}"
+)
+
+
 rule tables:
     input:
-        episodes=rules.aggregate.output.episodes,
-        drifts=rules.aggregate.output.drifts,
-        manifest=rules.aggregate.output.manifest,
+        **REPORT_INPUTS,
     output:
-        summary=report(f"{RESULTS}/tables/summary.md", category="Tables"),
+        summary=report(f"{RESULTS}/summary.md", category="Tables"),
+        index=f"{RESULTS}/tables/tables.json",
         csv=[
-            f"{RESULTS}/tables/{ruleset}_summary.csv" for ruleset in config["rulesets"]
+            f"{RESULTS}/tables/{ruleset}_{metric}.csv"
+            for ruleset in config["rulesets"]
+            for metric in ("score", "success")
         ],
     log:
         f"{RESULTS}/logs/tables.log",
@@ -19,30 +36,23 @@ rule tables:
         APPTAINER_IMAGE
     params:
         code=CODE["tables"],
-        out=lambda w, output: Path(output.summary).parent,
+        out=lambda w, output: Path(output.index).parent,
         samples=config["report"]["bootstrap_samples"],
         seed=config["report"]["seed"],
     shell:
-        "python -m schemashift.cli report tables --episodes {input.episodes} --drifts {input.drifts} --manifest {input.manifest} "
-        "--bootstrap-samples {params.samples} "
-        "--seed {params.seed} --out {params.out} > {log} 2>&1"
+        f"python -m schemashift.cli report tables {REPORT_ARGS} "
+        "--summary {output.summary} --out {params.out} > {log} 2>&1"
 
 
 rule figures:
     input:
-        episodes=rules.aggregate.output.episodes,
-        manifest=rules.aggregate.output.manifest,
+        **REPORT_INPUTS,
     output:
         png=[
-            report(f"{RESULTS}/figures/{ruleset}_{metric}.png", category="Figures")
-            for ruleset in config["rulesets"]
-            for metric in ("score", "success")
+            report(f"{RESULTS}/figures/{stem}.png", category="Figures")
+            for stem in figure_stems()
         ],
-        pdf=[
-            f"{RESULTS}/figures/{ruleset}_{metric}.pdf"
-            for ruleset in config["rulesets"]
-            for metric in ("score", "success")
-        ],
+        pdf=[f"{RESULTS}/figures/{stem}.pdf" for stem in figure_stems()],
         captions=f"{RESULTS}/figures/figures.json",
     log:
         f"{RESULTS}/logs/figures.log",
@@ -56,16 +66,13 @@ rule figures:
         samples=config["report"]["bootstrap_samples"],
         seed=config["report"]["seed"],
     shell:
-        "python -m schemashift.cli report figures --episodes {input.episodes} --manifest {input.manifest} "
-        "--bootstrap-samples {params.samples} --seed {params.seed} "
-        "--out {params.out} > {log} 2>&1"
+        f"python -m schemashift.cli report figures {REPORT_ARGS} --out {{params.out}} > {{log}} 2>&1"
 
 
 rule report_html:
     input:
-        episodes=rules.aggregate.output.episodes,
-        manifest=rules.aggregate.output.manifest,
-        tables=rules.tables.output.summary,
+        **REPORT_INPUTS,
+        tables=rules.tables.output.index,
         figures=rules.figures.output.png,
         captions=rules.figures.output.captions,
     output:
@@ -81,6 +88,8 @@ rule report_html:
         tables=lambda w, input: Path(input.tables).parent,
         figures=lambda w, input: Path(input.captions).parent,
         out=lambda w, output: Path(output[0]).parent,
+        samples=config["report"]["bootstrap_samples"],
+        seed=config["report"]["seed"],
     shell:
-        "python -m schemashift.cli report html --episodes {input.episodes} --manifest {input.manifest} "
+        f"python -m schemashift.cli report html {REPORT_ARGS} "
         "--tables {params.tables} --figures {params.figures} --out {params.out} > {log} 2>&1"

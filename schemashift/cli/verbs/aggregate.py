@@ -28,6 +28,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="JSON list of the expected cells: objects with ruleset, policy, scenario, seed, sample_index",
     )
     parser.add_argument("--config-hash", default=None, help="config digest to record in the manifest")
+    parser.add_argument(
+        "--train",
+        nargs="*",
+        default=[],
+        metavar="DIR",
+        help="directories holding training runs' metrics.parquet (and go_no_go.json)",
+    )
+    parser.add_argument(
+        "--out-training", default=None, metavar="FILE", help="merged training metrics Parquet file"
+    )
+    parser.add_argument(
+        "--out-examples",
+        default=None,
+        metavar="FILE",
+        help="JSON file of three failed episodes per subject, as key steps from the trajectories",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,13 +51,25 @@ def run(args: argparse.Namespace) -> int:
 
     from schemashift.cli import CliError
     from schemashift.report import ReportError, aggregate
-    from schemashift.report.load import read_expected_cells
+    from schemashift.report.load import cell_key, read_expected_cells
+
+    def subject_of(cell):
+        return cell_key(cell)[1]
 
     try:
         expected = read_expected_cells(args.expected) if args.expected is not None else None
         merged = aggregate.merge(args.cells, exclude=[args.out_episodes, args.out_drifts])
+        training = aggregate.merge_training(args.train)
         manifest = aggregate.write(
-            merged, args.out_episodes, args.out_drifts, args.manifest, expected, args.config_hash
+            merged,
+            args.out_episodes,
+            args.out_drifts,
+            args.manifest,
+            expected,
+            args.config_hash,
+            training,
+            args.out_training,
+            args.out_examples,
         )
     except ReportError as exc:
         raise CliError(str(exc)) from None
@@ -53,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
         f"{statuses.count('infra_error')} infra_error) and {merged.drifts.num_rows} drift rows "
         f"from {len(merged.cells)} cell directories -> {args.out_episodes}, {args.out_drifts}"
     )
+    if training.runs:
+        print(f"training metrics of {len(training.runs)} run(s): {', '.join(sorted(training.runs))}")
     cells = manifest["cells"] if manifest else aggregate.cell_statuses(merged.episodes, expected)
     counts = aggregate.count_statuses(cells)
     if expected is not None:
@@ -63,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         for cell in cells:
             if cell["status"] == "missing":
                 print(
-                    f"schemashift aggregate: missing cell {cell['ruleset']}/{cell['policy']}/"
+                    f"schemashift aggregate: missing cell {cell['ruleset']}/{subject_of(cell)}/"
                     f"{cell['scenario']} seed {cell['seed']} sample {cell['sample_index']}",
                     file=sys.stderr,
                 )

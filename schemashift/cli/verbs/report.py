@@ -12,9 +12,9 @@ NAME = "report"
 HELP = "write the summary tables, the figures or the HTML report from aggregated results"
 
 PARTS = {
-    "tables": "per ruleset, policy x scenario tables of mean score and success rate (CSV and Markdown)",
-    "figures": "per ruleset, bar charts of mean score and success rate with intervals (PNG and PDF)",
-    "html": "a self-contained report.html: what ran, the tables and the figures",
+    "tables": "every table: overview, coverage, A-E, legacy vs v1, verdicts, pass^k, efficiency... (CSV, Markdown)",
+    "figures": "overview, learning and training curves, ablations, drift, coverage, efficiency (PNG and PDF)",
+    "html": "a self-contained report.html: what ran, coverage, provenance, the tables and the figures",
 }
 
 
@@ -35,8 +35,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             metavar="FILE",
             help="manifest.json written by `schemashift aggregate`",
         )
+        part.add_argument(
+            "--config",
+            default=None,
+            metavar="FILE",
+            help="workflow config (YAML or JSON): models, training runs",
+        )
+        part.add_argument(
+            "--examples", default=None, metavar="FILE", help="failed-episode examples `aggregate` wrote"
+        )
         part.add_argument("--out", required=True, metavar="DIR", help="output directory")
-        if name in ("tables", "figures"):
+        if name == "tables":
+            part.add_argument(
+                "--summary", default=None, metavar="FILE", help="summary.md path (default: DIR/summary.md)"
+            )
+        if name in ("tables", "figures", "html"):
             part.add_argument(
                 "--bootstrap-samples",
                 type=int,
@@ -47,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             part.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
         if name == "html":
             part.add_argument(
-                "--tables", required=True, metavar="DIR", help="directory `report tables` wrote"
+                "--tables", required=True, metavar="DIR", help="directory `report tables` wrote (tables.json)"
             )
             part.add_argument(
                 "--figures", required=True, metavar="DIR", help="directory `report figures` wrote"
@@ -68,23 +81,31 @@ def run(args: argparse.Namespace) -> int:
     try:
         episodes = load.episodes_frame(args.episodes)
         manifest = load.read_json(args.manifest, "manifest") if args.manifest else None
+        from schemashift.report.analysis import Analysis
+
+        analysis = Analysis(
+            episodes,
+            manifest,
+            load.read_config(args.config),
+            load.drifts_frame(args.drifts) if args.drifts else None,
+            load.training_frame(args.training_metrics) if args.training_metrics else None,
+            load.read_examples(args.examples),
+            args.bootstrap_samples,
+            args.seed,
+        )
         if args.part == "tables":
-            from schemashift.report import stats, tables
+            from schemashift.report import tables
 
-            drifts = load.drifts_frame(args.drifts) if args.drifts else None
-            summaries = stats.summarize(episodes, manifest, args.bootstrap_samples, args.seed)
-            written = [str(p) for p in tables.write(summaries, out, drifts)]
+            written = [str(p) for p in tables.write(tables.build(analysis), out, args.summary)]
         elif args.part == "figures":
-            from schemashift.report import figures, stats
+            from schemashift.report import figures
 
-            training = load.training_frame(args.training_metrics) if args.training_metrics else None
-            summaries = stats.summarize(episodes, manifest, args.bootstrap_samples, args.seed)
-            index = figures.write(summaries, out, training)
+            index = figures.write(analysis, out)
             written = [str(out / f"{e['stem']}.{fmt}") for e in index for fmt in figures.FORMATS]
         else:
             from schemashift.report import html
 
-            written = [str(html.write(episodes, manifest, args.tables, args.figures, out))]
+            written = [str(html.write(analysis, args.tables, args.figures, out))]
     except ReportError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:

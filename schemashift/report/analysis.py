@@ -1,0 +1,340 @@
+"""Everything the report computes, from the aggregated results: subjects, coverage, statistics.
+
+`Analysis` is built once per `schemashift report` part; `tables` renders its numbers and
+`figures` plots the same numbers, so a table and a figure never disagree.
+
+Subjects are what was evaluated: rule baselines (`rule`), model baselines such as API models
+(`model`), untrained base models at step 0 (`base`) and the checkpoints of training runs
+(`checkpoint`, labelled `<run>@step-<n>`). A run's step 0 is the evaluation of its base model:
+the `base` subject whose rows carry the run's base model (or whose policy is the configured one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from schemashift.report.load import (
+    catalogue_tier,
+    manifest_cells,
+    report_policies,
+    sorted_scenarios,
+    subject_kind,
+    tier_rank,
+)
+from schemashift.report.stats import MISSING_STAT, Stat, metric_stat, paired_stat
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+OVERALL = "overall"
+TIER_PREFIX = "tier:"
+#: headline metrics: episode column -> name
+METRICS = {"score": "mean score", "success": "success rate"}
+#: the seed document's names for the legacy ruleset's headline columns
+SEED_METRICS = {"legacy": ("shaped_total", "binary")}
+DEFAULT_REWARD = "v1"
+#: share of the way from the first to the peak smoothed reward that counts as converged
+CONVERGED = 0.9
+
+
+@dataclass
+class Run:
+    """A training run: its config entry (if any) and the checkpoints found or expected."""
+
+    name: str
+    base_model: str | None
+    ruleset: str | None
+    reward: str | None
+    split: str | None
+    steps: list[int] = field(default_factory=list)
+    final_step: int | None = None
+    in_config: bool = False
+
+    def label(self, step: int) -> str:
+        return f"{self.name}@step-{step}"
+
+
+@dataclass
+class Cover:
+    expected: int | None
+    graded: int
+    infra_error: int
+    missing: int | None
+
+    @property
+    def provisional(self) -> bool:
+        return self.infra_error > 0 or (self.expected is not None and self.graded < self.expected)
+
+
+class Analysis:
+    def __init__(
+        self,
+        episodes: pd.DataFrame,
+        manifest: Mapping[str, Any] | None = None,
+        config: Mapping[str, Any] | None = None,
+        drifts: pd.DataFrame | None = None,
+        training: pd.DataFrame | None = None,
+        examples: Sequence[Mapping[str, Any]] = (),
+        samples: int = 2000,
+        seed: int = 0,
+    ) -> None:
+        self.episodes = episodes
+        self.manifest = manifest
+        self.config = config or {"models": {}, "train": {"runs": {}, "defaults": {}}, "report": {}}
+        self.drifts = drifts
+        self.training = training
+        self.examples = list(examples)
+        self.samples = samples
+        self.seed = seed
+        self.expected = manifest_cells(manifest)
+        self.rulesets = sorted(set(episodes["ruleset"]) | {c["ruleset"] for c in self.expected})
+        self.graded = episodes[episodes["status"] == "graded"]
+        self._stats: dict[tuple[Any, ...], Stat] = {}
+
+    # -- subjects, scenarios and coverage ------------------------------------------------------------
+
+    @cached_property
+    def tiers(self) -> dict[str, dict[str, str | None]]:
+        out: dict[str, dict[str, str | None]] = {}
+        for ruleset in self.rulesets:
+            rows = self.episodes[self.episodes["ruleset"] == ruleset]
+            tiers: dict[str, str | None] = {}
+            for scenario, tier in zip(rows["scenario"], rows["tier"], strict=True):
+                if tiers.get(scenario) is None:
+                    tiers[scenario] = tier if isinstance(tier, str) else None
+            for cell in self.expected:
+                if cell["ruleset"] == ruleset and tiers.get(cell["scenario"]) is None:
+                    tiers[cell["scenario"]] = catalogue_tier(ruleset, cell["scenario"])
+            out[ruleset] = tiers
+        return out
+
+    def scenarios(self, ruleset: str) -> list[str]:
+        tiers = self.tiers[ruleset]
+        return sorted_scenarios(tiers, tiers)
+
+    def tier_names(self, ruleset: str) -> list[str]:
+        return sorted({t for t in self.tiers[ruleset].values() if t is not None}, key=tier_rank)
+
+    def groups(self, ruleset: str) -> dict[str, list[str]]:
+        """Aggregate columns: each scenario, each tier, overall -> the scenarios they average."""
+        scenarios = self.scenarios(ruleset)
+        out = {s: [s] for s in scenarios}
+        for tier in self.tier_names(ruleset):
+            out[TIER_PREFIX + tier] = [s for s in scenarios if self.tiers[ruleset][s] == tier]
+        out[OVERALL] = scenarios
+        return out
+
+    def subjects(self, ruleset: str) -> list[str]:
+        rows = self.episodes[self.episodes["ruleset"] == ruleset]
+        return report_policies(rows, [c for c in self.expected if c["ruleset"] == ruleset])
+
+    @cached_property
+    def kinds(self) -> dict[str, str]:
+        kinds = dict(zip(self.episodes["label"], self.episodes["kind"], strict=True))
+        for cell in self.expected:
+            kinds.setdefault(
+                cell["subject"],
+                subject_kind(cell["policy"], cell.get("train_run"), cell.get("checkpoint_step"), None),
+            )
+        return kinds
+
+    @cached_property
+    def _coverage(self) -> dict[tuple[str, str, str], Cover]:
+        out: dict[tuple[str, str, str], Cover] = {}
+        if self.expected:
+            for cell in self.expected:
+                key = (cell["ruleset"], cell["subject"], cell["scenario"])
+                c = out.setdefault(key, Cover(0, 0, 0, 0))
+                c.expected += 1
+                status = cell.get("status")
+                if status == "graded":
+                    c.graded += 1
+                elif status == "infra_error":
+                    c.infra_error += 1
+                else:
+                    c.missing += 1
+        from_manifest = set(out)
+        counts = self.episodes.groupby(["ruleset", "label", "scenario", "status"]).size()
+        for (ruleset, label, scenario, status), n in counts.items():
+            key = (ruleset, label, scenario)
+            if key in from_manifest:
+                continue
+            c = out.setdefault(key, Cover(None, 0, 0, None))  # rows outside the expected cells
+            if status == "graded":
+                c.graded += int(n)
+            else:
+                c.infra_error += int(n)
+        return out
+
+    def cover(self, ruleset: str, subject: str, scenario: str) -> Cover:
+        return self._coverage.get(
+            (ruleset, subject, scenario),
+            Cover(0 if self.manifest else None, 0, 0, 0 if self.manifest else None),
+        )
+
+    def provisional(self, ruleset: str, subject: str, scenarios: Sequence[str]) -> bool:
+        return any(self.cover(ruleset, subject, s).provisional for s in scenarios)
+
+    # -- statistics --------------------------------------------------------------------------------
+
+    def rows(self, ruleset: str, subject: str) -> pd.DataFrame:
+        g = self.graded
+        return g[(g["ruleset"] == ruleset) & (g["label"] == subject)]
+
+    def stat(self, ruleset: str, subject: str, metric: str, column: str) -> Stat:
+        """`metric` of `subject` over one aggregate column (scenario, tier:<t> or overall)."""
+        key = ("stat", ruleset, subject, metric, column)
+        if key not in self._stats:
+            scenarios = self.groups(ruleset).get(column)
+            if not scenarios:
+                self._stats[key] = MISSING_STAT
+            else:
+                rows = self.rows(ruleset, subject)
+                flag = self.provisional(ruleset, subject, scenarios)
+                self._stats[key] = metric_stat(rows, metric, scenarios, self.samples, self.seed, flag)
+        return self._stats[key]
+
+    def paired(self, ruleset: str, subject: str, reference: str, metric: str, column: str = OVERALL) -> Stat:
+        """`subject - reference` on the cells both graded (see stats.paired_stat)."""
+        key = ("paired", ruleset, subject, reference, metric, column)
+        if key not in self._stats:
+            scenarios = self.groups(ruleset).get(column) or []
+            flag = self.provisional(ruleset, subject, scenarios) or self.provisional(
+                ruleset, reference, scenarios
+            )
+            self._stats[key] = paired_stat(
+                self.rows(ruleset, subject),
+                self.rows(ruleset, reference),
+                metric,
+                scenarios,
+                self.samples,
+                self.seed,
+                flag,
+            )
+        return self._stats[key]
+
+    # -- training runs ----------------------------------------------------------------------------
+
+    @cached_property
+    def runs(self) -> dict[str, Run]:
+        runs: dict[str, Run] = {}
+        for name, spec in (self.config["train"].get("runs") or {}).items():
+            runs[name] = Run(
+                name,
+                spec.get("base_model"),
+                spec.get("ruleset"),
+                spec.get("reward", DEFAULT_REWARD),
+                spec.get("split"),
+                in_config=True,
+            )
+        found: dict[str, set[int]] = {}
+        base_models: dict[str, str] = {}
+        sources = [
+            (r, s, b)
+            for r, s, b in zip(
+                self.episodes["train_run"],
+                self.episodes["checkpoint_step"],
+                self.episodes["base_model"],
+                strict=True,
+            )
+        ]
+        sources += [(c.get("train_run"), c.get("checkpoint_step"), None) for c in self.expected]
+        for run, step, base in sources:
+            if run is None or run != run:
+                continue
+            if step is not None and step == step:
+                found.setdefault(run, set()).add(int(step))
+            if isinstance(base, str):
+                base_models.setdefault(run, base)
+        for name, steps in found.items():
+            run = runs.setdefault(name, Run(name, base_models.get(name), None, None, None))
+            run.steps = sorted(steps)
+        if self.training is not None:
+            for name in self.training["train_run"].dropna().unique():
+                runs.setdefault(name, Run(name, base_models.get(name), None, None, None))
+        named = (self.config.get("report") or {}).get("trained_steps") or {}
+        for name, run in runs.items():
+            if run.base_model is None:
+                run.base_model = base_models.get(name)
+            run.final_step = int(named[name]) if name in named else (max(run.steps) if run.steps else None)
+            if run.ruleset is None:
+                rulesets = sorted(set(self.episodes.loc[self.episodes["train_run"] == name, "ruleset"]))
+                run.ruleset = rulesets[0] if rulesets else None
+        return dict(sorted(runs.items()))
+
+    def run_rulesets(self, run: Run) -> list[str]:
+        """Rulesets on which the run's checkpoints were evaluated or expected."""
+        labels = {run.label(s) for s in run.steps}
+        found = {r for r in self.rulesets if labels & set(self.subjects(r))}
+        return sorted(found)
+
+    def base_subject(self, run: Run) -> str | None:
+        """The step-0 subject of a run: the untrained evaluation of its base model."""
+        candidates = {run.base_model}
+        model = (self.config.get("models") or {}).get(run.base_model) or {}
+        if model.get("policy"):
+            candidates |= {model["policy"], model["policy"].partition(":")[2]}
+        if run.base_model:
+            candidates.add(f"hf:{run.base_model}")
+        rows = self.episodes[self.episodes["train_run"] == run.name]["base_model"].dropna()
+        candidates |= set(rows)
+        bases = self.episodes[self.episodes["kind"] == "base"]
+        for label, base in zip(bases["label"], bases["base_model"], strict=True):
+            if label in candidates or base in candidates:
+                return label
+        for label, kind in self.kinds.items():
+            if kind == "base" and label in candidates:
+                return label
+        return None
+
+    def params_b(self, subject: str) -> float | None:
+        """Parameter count (billions) of a subject's model from `models.<name>.params_b`."""
+        models = self.config.get("models") or {}
+        kind = self.kinds.get(subject)
+        if kind == "checkpoint":
+            run = self.runs.get(subject.rpartition("@step-")[0])
+            if run is None:
+                return None
+            base = self.base_subject(run)
+            if run.base_model in models:
+                return models[run.base_model].get("params_b")
+            return self.params_b(base) if base else None
+        for name, model in models.items():
+            if subject in (name, model.get("policy")):
+                return model.get("params_b")
+        rows = self.episodes[self.episodes["label"] == subject]["base_model"].dropna()
+        for base in set(rows):
+            for name, model in models.items():
+                if base in (name, model.get("policy"), (model.get("policy") or "").partition(":")[2]):
+                    return model.get("params_b")
+        return None
+
+    def training_rows(self, run: str) -> pd.DataFrame | None:
+        if self.training is None or not len(self.training):
+            return None
+        rows = self.training[self.training["train_run"] == run].sort_values("step")
+        return rows if len(rows) else None
+
+    def convergence_step(self, run: str) -> int | None:
+        """First step where the smoothed training reward covers CONVERGED of the way from its
+        first value to its peak (smoothing: centred rolling mean over a tenth of the steps)."""
+        rows = self.training_rows(run)
+        if rows is None:
+            return None
+        smooth = smoothed(rows["reward_mean"])
+        if smooth.isna().all():
+            return None
+        first, peak = float(smooth.dropna().iloc[0]), float(smooth.max())
+        if peak <= first:
+            return None
+        reached = rows["step"][smooth >= first + CONVERGED * (peak - first)]
+        return int(reached.iloc[0]) if len(reached) else None
+
+
+def smoothed(series: pd.Series) -> pd.Series:
+    """Centred rolling mean over about a tenth of the points (at least 1, at most 50)."""
+    window = max(1, min(50, len(series) // 10))
+    return series.rolling(window, center=True, min_periods=1).mean()

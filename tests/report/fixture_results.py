@@ -1,0 +1,334 @@
+"""A realistic results set for the report: baselines, an untrained base, checkpoints, an API model.
+
+Every episode is played for real by the in-process runner and written by its writers
+(`runner.write_results`), in the workflow's layout:
+
+- `results/cells/legacy/<baseline>/<scenario>/seed-<n>/` for three rule baselines, and
+  `results/cells/v1/...` for the same baselines on v1 (played on v1 where that ruleset is
+  installed; otherwise the legacy episodes relabelled with a v1 score, so the legacy-vs-v1 table
+  has two sides before v1 lands);
+- `results/eval/base/<model>/` (step 0, two base models), `results/eval/<run>/step-<n>/` for three
+  runs (a reward ablation and a model ablation of `shaped`), `results/eval/api/gpt-4o-mini/`;
+- `results/train/<run>/metrics.parquet` (with superseded rows after a resume) and
+  `go_no_go.json`.
+
+A model is stood in for by the built-in policies it is recorded as: at each (scenario, seed,
+sample) a checkpoint plays the oracle with a probability that grows with its step, else the naive
+heuristic, so later checkpoints solve more and samples differ (pass^k has something to measure).
+Model columns (base model, adapter, tokens, parse failures) are filled like a model run's.
+The cells are made missing or infra_error where the fixture says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from schemashift.env.rulesets import available_rulesets
+from schemashift.policies import make_policy
+from schemashift.rollout import io, records
+from schemashift.rollout.backends import make_backend
+from schemashift.rollout.runner import Cell, RunContext, play_episode, write_results
+
+SCENARIOS = ("E1_onboard_new_hire", "E3_customer_lookup", "M1_customer_escalation", "M2_weekly_report")
+SEEDS = (0, 1, 2)
+SAMPLES = 4
+BASELINES = ("naive_heuristic", "policy_aware_heuristic", "oracle")
+STEPS = (25, 50, 75, 100)
+QWEN = "Qwen/Qwen2.5-1.5B-Instruct"
+CODER = "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+#: the config the fixture stands for (the workflow test writes it as its config file)
+MODELS = {
+    "qwen-1.5b": {"policy": f"hf:{QWEN}", "params_b": 1.5},
+    "qwen-coder-1.5b": {"policy": f"hf:{CODER}", "params_b": 1.5},
+    "gpt-4o-mini": {"policy": "openai:gpt-4o-mini", "key_env": "SCHEMASHIFT_FIXTURE_KEY", "params_b": 8},
+}
+RUNS = {
+    "shaped": {"base_model": "qwen-1.5b", "ruleset": "legacy", "split": "train", "reward": "legacy_cumulative"},
+    "binary": {"base_model": "qwen-1.5b", "ruleset": "legacy", "split": "train", "reward": "binary"},
+    "coder": {"base_model": "qwen-coder-1.5b", "ruleset": "legacy", "split": "train", "reward": "legacy_cumulative"},
+}
+#: chance that a checkpoint plays the oracle, per run and step (0: the untrained base)
+SKILL = {
+    "shaped": {0: 0.0, 25: 0.25, 50: 0.5, 75: 0.7, 100: 0.85},
+    "binary": {0: 0.0, 25: 0.0, 50: 0.1, 75: 0.2, 100: 0.3},
+    "coder": {0: 0.1, 25: 0.3, 50: 0.5, 75: 0.6, 100: 0.75},
+}
+#: cells the fixture leaves out (missing) or turns into infra_error
+MISSING = {("binary", 75, "M2_weekly_report")}
+INFRA = {("api", None, "M1_customer_escalation", 1)}
+CONFIG_HASH = "fixture-config"
+
+
+def config(scenarios: tuple[str, ...] = SCENARIOS, rulesets: tuple[str, ...] = ("legacy", "v1")) -> dict[str, Any]:
+    """The workflow configuration the fixture results answer (rulesets limited to installed ones)."""
+    rulesets = tuple(r for r in rulesets if r in available_rulesets())
+    return {
+        "rulesets": list(rulesets),
+        "baselines": list(BASELINES),
+        "samples": SAMPLES,
+        "evaluation": {r: {"scenarios": list(scenarios), "seeds": f"{SEEDS[0]}-{SEEDS[-1]}"} for r in rulesets},
+        "models": MODELS,
+        "train": {"enabled": False, "defaults": {"save_steps": 25, "max_steps": 100}, "runs": RUNS},
+        "containers": {"engine": "none", "base_image": "python:3.11-slim", "apptainer_image": None},
+        "report": {"bootstrap_samples": 200, "seed": 0, "price_per_gpu_hour": 2.5},
+    }
+
+
+def _chance(*key: Any) -> float:
+    digest = hashlib.sha256(json.dumps(key).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def _play(policy_name: str, ruleset: str, scenario: str, seed: int, sample: int, context: RunContext):
+    backend = make_backend("inprocess")
+    try:
+        policy = make_policy(policy_name, ruleset)
+        return play_episode(backend, policy, Cell(ruleset, scenario, seed, sample), context)
+    finally:
+        backend.close()
+
+
+def _model_columns(result, base_model: str, adapter: str | None, rng: random.Random) -> None:
+    steps = result.record["steps"] or 1
+    tokens_in = sum(900 + 350 * i for i in range(steps))
+    model = {
+        "base_model": base_model,
+        "adapter_sha256": adapter,
+        "harness": "default",
+        "tokens_in": tokens_in,
+        "tokens_out": 60 * steps + rng.randrange(0, 40),
+        "parse_failures": 1 if rng.random() < 0.1 else 0,
+        "wall_s": round(0.8 * steps + rng.random(), 3),
+        "generation_config": json.dumps({"temperature": 0.7, "max_new_tokens": 256}),
+        "split": "test",
+    }
+    result.record.update(model)
+    result.trajectory.update({k: model[k] for k in ("base_model", "adapter_sha256", "harness")})
+
+
+def _v1_from_legacy(result) -> None:
+    """Relabel a legacy episode as v1 (only while the v1 ruleset is not installed)."""
+    record = result.record
+    parts = [record["completion"], record["adaptation"], record["efficiency"]]
+    record.update(
+        ruleset="v1",
+        ruleset_version="fixture",
+        score=round(sum(p or 0.0 for p in parts) / 3, 6),
+        split="test",
+    )
+    for row in result.drifts:
+        row["ruleset"] = "v1"
+    result.trajectory["ruleset"] = "v1"
+    result.trajectory["final"] = {**result.trajectory["final"], "score": record["score"]}
+
+
+def _infra(result, error: str) -> None:
+    keep = {k: v for k, v in result.record.items() if k in IDENTITY_KEEP}
+    result.record.clear()
+    result.record.update(keep, status="infra_error", error=error)
+    result.drifts.clear()
+    result.trajectory.update(status="infra_error", steps=[], final={})
+
+
+IDENTITY_KEEP = {
+    "record_version",
+    "run_id",
+    "train_run",
+    "ruleset",
+    "ruleset_version",
+    "env_version",
+    "policy",
+    "base_model",
+    "adapter_sha256",
+    "checkpoint_step",
+    "harness",
+    "scenario",
+    "family",
+    "tier",
+    "seed",
+    "split",
+    "sample_index",
+    "config_hash",
+    "git_sha",
+}
+
+
+def _baseline_cells(results: Path, rulesets: tuple[str, ...], scenarios: tuple[str, ...]) -> None:
+    have_v1 = "v1" in available_rulesets()
+    for ruleset in rulesets:
+        play_as = ruleset if ruleset != "v1" or have_v1 else "legacy"
+        for policy in BASELINES:
+            context = RunContext(run_id=f"fixture-{ruleset}-{policy}", policy=policy, config_hash=CONFIG_HASH)
+            for scenario in scenarios:
+                for seed in SEEDS:
+                    out = []
+                    for sample in range(SAMPLES):
+                        result = _play(policy, play_as, scenario, seed, sample, context)
+                        if ruleset == "v1" and not have_v1:
+                            _v1_from_legacy(result)
+                        out.append(result)
+                    write_results(results / "cells" / ruleset / policy / scenario / f"seed-{seed}", out)
+
+
+def _evaluation(
+    out_dir: Path,
+    context: RunContext,
+    skill: float,
+    key: tuple[Any, ...],
+    scenarios: tuple[str, ...],
+    base_model: str,
+    missing: set[str] = frozenset(),
+    good: str = "oracle",
+    bad: str = "naive_heuristic",
+) -> None:
+    rng = random.Random(json.dumps(key))
+    out = []
+    for scenario in scenarios:
+        if scenario in missing:
+            continue
+        for seed in SEEDS:
+            for sample in range(SAMPLES):
+                chosen = good if _chance(*key, scenario, seed, sample) < skill else bad
+                result = _play(chosen, "legacy", scenario, seed, sample, context)
+                _model_columns(result, base_model, context.adapter_sha256, rng)
+                if (key[0], key[1], scenario, seed) in INFRA:
+                    _infra(result, "TimeoutError: the API did not answer in 120 s")
+                out.append(result)
+    write_results(out_dir, out)
+
+
+def _base_model(name: str) -> str:
+    return MODELS[name]["policy"].partition(":")[2]
+
+
+def _training(results: Path) -> None:
+    for run, skill in SKILL.items():
+        rng = random.Random(run)
+        rows = []
+        final = skill[100]
+        for step in range(1, 101):
+            mean = 0.05 + final * (1 - 2.718 ** (-step / 30)) + rng.gauss(0, 0.06)
+            rows.append(_metric_row(run, step, mean, rng))
+        if run == "shaped":  # killed after step 60, resumed from checkpoint-50: steps 51-60 rerun
+            rerun = [_metric_row(run, s, rows[s - 1]["reward_mean"] + rng.gauss(0, 0.05), rng) for s in range(51, 61)]
+            for s in range(51, 61):
+                rows[s - 1]["superseded"] = True
+            rows += rerun
+        table = records.to_table(rows, records.TRAINING_METRICS_COLUMNS)
+        io.write_parquet(results / "train" / run / "metrics.parquet", table)
+        early = [r["reward_mean"] for r in rows if r["step"] <= 20 and not r["superseded"]]
+        io.write_json(
+            results / "train" / run / "go_no_go.json",
+            {
+                "step": 20,
+                "trending_up": early[-1] > early[0],
+                "any_reward_positive": max(early) > 0,
+                "not_stuck": len(set(early)) > 1,
+                "decision": "PROCEED",
+            },
+        )
+
+
+def _metric_row(run: str, step: int, mean: float, rng: random.Random) -> dict[str, Any]:
+    return {
+        "train_run": run,
+        "step": step,
+        "reward_mean": mean,
+        "reward_std": 0.1 + 0.05 * rng.random(),
+        "reward_min": mean - 0.2,
+        "reward_max": mean + 0.25,
+        "loss": 0.02 * rng.random(),
+        "kl": 0.001 * step,
+        "learning_rate": 5e-6,
+        "seconds_per_step": 140.0 + 10 * rng.random(),
+        "peak_gpu_mem_gb": 11.5 + rng.random(),
+        "gpu_type": "Tesla T4",
+        "gpu_count": 2,
+        "superseded": False,
+        "config_hash": CONFIG_HASH,
+    }
+
+
+def build(results: Path, scenarios: tuple[str, ...] = SCENARIOS, rulesets: tuple[str, ...] = ("legacy", "v1")) -> Path:
+    """Write the whole fixture under `results` (the workflow's results/ folder); returns it."""
+    _baseline_cells(results, rulesets, scenarios)
+    for name in ("qwen-1.5b", "qwen-coder-1.5b"):
+        run = "coder" if name == "qwen-coder-1.5b" else "shaped"
+        context = RunContext(
+            run_id=f"fixture-base-{name}", policy=MODELS[name]["policy"], checkpoint_step=0, config_hash=CONFIG_HASH
+        )
+        _evaluation(results / "eval" / "base" / name, context, SKILL[run][0], ("base", name), scenarios, _base_model(name))
+    for run, spec in RUNS.items():
+        base = _base_model(spec["base_model"])
+        for step in STEPS:
+            adapter = hashlib.sha256(f"{run}-{step}".encode()).hexdigest()
+            context = RunContext(
+                run_id=f"fixture-{run}-{step}",
+                policy=f"{MODELS[spec['base_model']]['policy']}@results/train/{run}/checkpoint-{step}",
+                train_run=run,
+                checkpoint_step=step,
+                adapter_sha256=adapter,
+                config_hash=CONFIG_HASH,
+            )
+            missing = {s for r, st, s in MISSING if r == run and st == step}
+            _evaluation(
+                results / "eval" / run / f"step-{step}",
+                replace(context, base_model=base),
+                SKILL[run][step],
+                (run, step),
+                scenarios,
+                base,
+                missing,
+            )
+    api = RunContext(run_id="fixture-api", policy="openai:gpt-4o-mini", config_hash=CONFIG_HASH)
+    _evaluation(
+        results / "eval" / "api" / "gpt-4o-mini",
+        api,
+        0.4,
+        ("api", None),
+        scenarios,
+        "gpt-4o-mini",
+        good="policy_aware_heuristic",
+    )
+    _training(results)
+    return results
+
+
+def expected_cells(rulesets: tuple[str, ...] = ("legacy", "v1"), scenarios: tuple[str, ...] = SCENARIOS) -> list[dict]:
+    """The cells the fixture's config expects: baselines on every ruleset, and on each run's ruleset
+    its base model at step 0 and every checkpoint (the API model is not expected: no key is set)."""
+    cells = [
+        {"ruleset": r, "policy": p, "scenario": s, "seed": seed, "sample_index": i}
+        for r in rulesets
+        for p in BASELINES
+        for s in scenarios
+        for seed in SEEDS
+        for i in range(SAMPLES)
+    ]
+    models = [(MODELS[spec["base_model"]]["policy"], None, 0) for spec in RUNS.values()]
+    models += [
+        (f"{MODELS[spec['base_model']]['policy']}@results/train/{run}/checkpoint-{step}", run, step)
+        for run, spec in RUNS.items()
+        for step in STEPS
+    ]
+    for policy, run, step in dict.fromkeys(models):
+        cells += [
+            {
+                "ruleset": "legacy",
+                "policy": policy,
+                "train_run": run,
+                "checkpoint_step": step,
+                "scenario": s,
+                "seed": seed,
+                "sample_index": i,
+            }
+            for s in scenarios
+            for seed in SEEDS
+            for i in range(SAMPLES)
+        ]
+    return cells

@@ -1,0 +1,276 @@
+"""The whole report on the fixture results set (baselines, base models, checkpoints, an API model,
+training metrics), through the CLI: every table and figure, checked against the raw episodes."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from fixture_results import CONFIG_HASH, RUNS, SCENARIOS, SEEDS, STEPS, build, config, expected_cells
+
+from schemashift.cli import main
+from schemashift.report.figures import stems
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+BOOTSTRAP = "300"
+QWEN_BASE = "hf:Qwen/Qwen2.5-1.5B-Instruct"
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("fixture")
+    results = build(root / "results")
+    (root / "expected.json").write_text(json.dumps(expected_cells()), encoding="utf-8")
+    cfg = config()
+    cfg["rulesets"] = ["legacy", "v1"]
+    (root / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    assert (
+        main(
+            [
+                "aggregate",
+                "--cells",
+                str(results / "cells"),
+                str(results / "eval"),
+                "--train",
+                str(results / "train"),
+                "--out-episodes",
+                str(results / "episodes.parquet"),
+                "--out-drifts",
+                str(results / "drifts.parquet"),
+                "--out-training",
+                str(results / "training_metrics.parquet"),
+                "--out-examples",
+                str(results / "examples.json"),
+                "--manifest",
+                str(results / "manifest.json"),
+                "--expected",
+                str(root / "expected.json"),
+                "--config-hash",
+                CONFIG_HASH,
+            ]
+        )
+        == 0
+    )
+    common = [
+        "--episodes",
+        str(results / "episodes.parquet"),
+        "--drifts",
+        str(results / "drifts.parquet"),
+        "--training-metrics",
+        str(results / "training_metrics.parquet"),
+        "--examples",
+        str(results / "examples.json"),
+        "--manifest",
+        str(results / "manifest.json"),
+        "--config",
+        str(root / "config.json"),
+        "--bootstrap-samples",
+        BOOTSTRAP,
+    ]
+    assert main(["report", "tables", *common, "--out", str(results / "tables"), "--summary", str(results / "summary.md")]) == 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["report", "figures", *common, "--out", str(results / "figures")]) == 0
+    assert [str(w.message) for w in caught] == []
+    args = ["--tables", str(results / "tables"), "--figures", str(results / "figures"), "--out", str(results)]
+    assert main(["report", "html", *common, *args]) == 0
+    return results
+
+
+def rows(results: Path, key: str) -> list[dict[str, str]]:
+    with open(results / "tables" / f"{key}.csv", newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def graded(results: Path) -> pd.DataFrame:
+    frame = pd.read_parquet(results / "episodes.parquet")
+    return frame[frame["status"] == "graded"]
+
+
+def hand_mean(frame: pd.DataFrame, metric: str) -> float:
+    """Mean over scenarios of the mean over seeds of the mean over samples."""
+    per_seed = frame.groupby(["scenario", "seed"])[metric].mean()
+    return float(per_seed.groupby(level=0).mean().mean())
+
+
+def test_missing_and_infra_error_cells_are_provisional_never_zero(report_dir: Path) -> None:
+    score = {(r["subject"], r["column"]): r for r in rows(report_dir, "legacy_score")}
+    gap = score["binary@step-75", "M2_weekly_report"]
+    assert (gap["mean"], gap["n"], gap["provisional"]) == ("", "0", "True")
+    for column in ("tier:medium", "overall"):
+        assert score["binary@step-75", column]["mean"] == ""
+    assert score["binary@step-75", "tier:easy"]["provisional"] == "False"
+    api = score["openai:gpt-4o-mini", "M1_customer_escalation"]
+    assert api["provisional"] == "True" and api["n"] == str(len(SEEDS) * 4 - 4)
+    assert score["openai:gpt-4o-mini", "overall"]["provisional"] == "True"
+    coverage = {(r["subject"], r["scenario"]): r for r in rows(report_dir, "legacy_coverage")}
+    assert coverage["binary@step-75", "M2_weekly_report"]["missing"] == "12"
+    assert coverage["openai:gpt-4o-mini", "M1_customer_escalation"]["infra_error"] == "4"
+    assert coverage["openai:gpt-4o-mini", "M1_customer_escalation"]["expected"] == ""  # not expected
+    learning = [r for r in rows(report_dir, "learning_curves") if r["run"] == "binary" and r["step"] == "75"]
+    assert {r["mean"] for r in learning} == {""}
+    summary = (report_dir / "summary.md").read_text(encoding="utf-8")
+    assert "| binary@step-75 | " in summary and "| missing |" in summary
+
+
+def test_table_a_paired_difference_matches_the_raw_episodes(report_dir: Path) -> None:
+    data = graded(report_dir)
+    trained = data[(data["train_run"] == "shaped") & (data["checkpoint_step"] == 100)]
+    base = data[(data["policy"] == QWEN_BASE) & (data["checkpoint_step"] == 0)]
+    diffs = (
+        trained.groupby(["scenario", "seed"])["score"].mean() - base.groupby(["scenario", "seed"])["score"].mean()
+    )
+    expected = float(diffs.groupby(level=0).mean().mean())
+    table = {(r["metric"], r["row"], r["column"]): r for r in rows(report_dir, "table_a_shaped_legacy")}
+    diff = table["score", "paired difference", "overall"]
+    assert float(diff["mean"]) == pytest.approx(expected)
+    assert diff["n"] == str(len(SCENARIOS) * len(SEEDS))
+    assert float(diff["ci_low"]) <= expected <= float(diff["ci_high"])
+    untrained = table["score", "untrained (step 0)", "overall"]
+    assert untrained["subject"] == QWEN_BASE and float(untrained["mean"]) == pytest.approx(hand_mean(base, "score"))
+    assert table["score", "trained (step 100)", "overall"]["subject"] == "shaped@step-100"
+
+
+def test_learning_curves_start_at_the_untrained_base(report_dir: Path) -> None:
+    curve = [r for r in rows(report_dir, "learning_curves") if r["run"] == "coder" and r["metric"] == "success"]
+    assert [int(r["step"]) for r in curve] == [0, *STEPS]
+    assert curve[0]["subject"] == "hf:Qwen/Qwen2.5-Coder-1.5B-Instruct"
+    data = graded(report_dir)
+    for r in curve[1:]:
+        mine = data[(data["train_run"] == "coder") & (data["checkpoint_step"] == int(r["step"]))]
+        assert float(r["mean"]) == pytest.approx(hand_mean(mine, "success"))
+
+
+def test_ablation_tables_group_the_right_runs(report_dir: Path) -> None:
+    reward = rows(report_dir, "table_c")
+    assert {(r["run"], r["reward"]) for r in reward} == {("shaped", "legacy_cumulative"), ("binary", "binary")}
+    model = rows(report_dir, "table_d")
+    assert {(r["run"], r["base_model"]) for r in model} == {("shaped", "qwen-1.5b"), ("coder", "qwen-coder-1.5b")}
+    assert all(r["convergence_step"] for r in reward + model)
+
+
+def test_table_e_uses_the_saved_lineage(report_dir: Path) -> None:
+    metrics = pd.read_parquet(report_dir / "training_metrics.parquet")
+    assert metrics["superseded"].sum() == 10  # the resumed run's replaced steps are kept, marked
+    live = metrics[(metrics["train_run"] == "shaped") & ~metrics["superseded"]]
+    [row] = [r for r in rows(report_dir, "table_e") if r["run"] == "shaped"]
+    hours = live["seconds_per_step"].sum() / 3600
+    assert row["steps"] == "100"
+    assert float(row["gpu_hours"]) == pytest.approx(hours * 2)
+    assert float(row["cost_usd"]) == pytest.approx(hours * 2 * 2.5)
+    assert float(row["peak_reward"]) == pytest.approx(live["reward_mean"].max())
+    assert row["gpu_type"] == "Tesla T4"
+
+
+def test_verdicts_follow_the_seed_tiers_and_the_intervals(report_dir: Path) -> None:
+    data = graded(report_dir)
+    verdicts = {r["run"]: r for r in rows(report_dir, "verdicts")}
+    for run in RUNS:
+        mine = data[(data["train_run"] == run) & (data["checkpoint_step"] == 100)]
+        shaped = hand_mean(mine, "shaped_total")
+        assert float(verdicts[run]["shaped"]) == pytest.approx(shaped)
+        assert (verdicts[run]["tier1"] == "True") == (
+            shaped > 0.1
+            and (mine.groupby("scenario")["binary"].mean() > 0).sum() >= 2
+            and all(hand_mean(part, "shaped_total") > 0.1 for _, part in mine.groupby("seed"))
+        )
+    assert verdicts["shaped"]["tier3"] == "True" and verdicts["binary"]["tier2"] == "False"
+    for r in rows(report_dir, "versus_baselines"):
+        if r["baseline"].endswith("(published)"):
+            continue
+        low, high = float(r["ci_low"]), float(r["ci_high"])
+        assert r["verdict"] == ("beats" if low > 0 else "loses" if high < 0 else "ties")
+    published = [r for r in rows(report_dir, "versus_baselines") if r["baseline"] == "gpt-oss:120b (published)"]
+    assert len(published) == len(RUNS) and all(r["published"] == "0.0" for r in published)
+
+
+def test_go_no_go_is_computed_and_the_record_shown(report_dir: Path) -> None:
+    go = {r["run"]: r for r in rows(report_dir, "go_no_go")}
+    assert set(go) == set(RUNS)
+    assert go["shaped"]["decision"] == "PROCEED" and '"decision": "PROCEED"' in go["shaped"]["recorded"]
+
+
+def test_pass_k_efficiency_and_parse_rates(report_dir: Path) -> None:
+    data = graded(report_dir)
+    passk = {(r["subject"], r["k"]): r for r in rows(report_dir, "legacy_pass_k")}
+    final = data[(data["train_run"] == "shaped") & (data["checkpoint_step"] == 100)]
+    cells = final.groupby(["scenario", "seed"])["success"].agg(["count", "sum"])
+    from math import comb
+
+    per_cell = [comb(int(c), 2) / comb(int(n), 2) for n, c in zip(cells["count"], cells["sum"], strict=True)]
+    expected = pd.Series(per_cell, index=cells.index).groupby(level=0).mean().mean()
+    assert float(passk["shaped@step-100", "2"]["mean"]) == pytest.approx(expected)
+    assert float(passk["shaped@step-100", "4"]["mean"]) <= float(passk["shaped@step-100", "1"]["mean"])
+    efficiency = {r["subject"]: r for r in rows(report_dir, "legacy_efficiency")}
+    api = efficiency["openai:gpt-4o-mini"]
+    mine = data[data["policy"] == "openai:gpt-4o-mini"]
+    ref = data[(data["policy"] == "policy_aware_heuristic") & (data["ruleset"] == "legacy")]
+    keys = ["scenario", "seed", "sample_index"]
+    both = mine[mine["success"]].merge(ref[ref["success"]], on=keys, suffixes=("", "_ref"))
+    assert api["reference"] == "policy_aware_heuristic" and api["saving_solved_by_both"] == str(len(both))
+    assert float(api["saving_tool_calls"]) == pytest.approx(1 - both["tool_calls"].sum() / both["tool_calls_ref"].sum())
+    assert efficiency["shaped@step-100"]["reference"] == QWEN_BASE
+    assert efficiency["shaped@step-100"]["saving_solved_by_both"] == "0"  # the base solves nothing
+    parse = {r["subject"]: r for r in rows(report_dir, "legacy_parse")}
+    assert "oracle" not in parse
+    api_rows = data[data["policy"] == "openai:gpt-4o-mini"]
+    rate = 1 - api_rows["parse_failures"].sum() / api_rows["steps"].sum()
+    assert float(parse["openai:gpt-4o-mini"]["action_parse_rate"]) == pytest.approx(rate)
+
+
+def test_three_failed_episodes_per_subject_from_the_trajectories(report_dir: Path) -> None:
+    examples = json.loads((report_dir / "examples.json").read_text(encoding="utf-8"))
+    by_subject: dict[tuple[str, str], list[dict]] = {}
+    for example in examples:
+        by_subject.setdefault((example["ruleset"], example["subject"]), []).append(example)
+    naive = by_subject["legacy", "naive_heuristic"]
+    # one failure per scenario in scenario order, the lowest seed and sample first
+    assert [(e["scenario"], e["seed"], e["sample_index"]) for e in naive] == [(s, 0, 0) for s in sorted(SCENARIOS)[:3]]
+    assert ("legacy", "oracle") not in by_subject  # it never fails
+    for example in examples:
+        assert 1 <= len(example["key_steps"]) <= 6
+        assert example["key_steps"][-1]["step"] == example["steps"]
+        assert all(set(s) >= {"step", "action", "response", "drifts"} for s in example["key_steps"])
+    assert len(by_subject["legacy", "shaped@step-25"]) == 3
+    table = rows(report_dir, "failed_examples")
+    assert len(table) == len(examples)
+
+
+def test_every_figure_is_written_and_the_html_embeds_them(report_dir: Path) -> None:
+    index = json.loads((report_dir / "figures" / "figures.json").read_text(encoding="utf-8"))
+    assert [e["stem"] for e in index] == stems(["legacy", "v1"])
+    for entry in index:
+        png = (report_dir / "figures" / f"{entry['stem']}.png").read_bytes()
+        assert png.startswith(b"\x89PNG") and len(png) > 20_000, entry["stem"]
+        assert (report_dir / "figures" / f"{entry['stem']}.pdf").read_bytes().startswith(b"%PDF-")
+    html = (report_dir / "report.html").read_text(encoding="utf-8")
+    first = html[html.index("<h2>What ran</h2>") : html.index("<h2>Tables</h2>")]
+    for text in ("Training runs", "Coverage", "Provenance", "shaped@step-100", "binary@step-75", CONFIG_HASH):
+        assert text in first
+    assert html.count("<figure ") == len(index)
+    for key in ("table_a_shaped_legacy", "table_b_legacy", "table_c", "table_d", "table_e", "legacy_vs_v1"):
+        assert f'id="{key}"' in html
+    assert "http://" not in html and "https://" not in html
+
+
+def test_figures_log_no_warnings(report_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        args = [
+            "report",
+            "figures",
+            "--episodes",
+            str(report_dir / "episodes.parquet"),
+            "--training-metrics",
+            str(report_dir / "training_metrics.parquet"),
+            "--bootstrap-samples",
+            "100",
+            "--out",
+            str(tmp_path),
+        ]
+        assert main(args) == 0
+    assert not [r for r in caplog.records if r.name.startswith("matplotlib")]

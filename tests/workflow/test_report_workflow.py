@@ -1,0 +1,89 @@
+"""The report built by the real workflow rules from the fixture results set (tests/report/fixture_results.py):
+checkpoints, base models, an API model and training runs found under results/eval and results/train,
+every table in results/summary.md, every figure and the HTML report."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from workflow_support import REPO, copy_repo, job_counts, snakemake, tool
+
+sys.path.insert(0, str(REPO / "tests" / "report"))
+import fixture_results  # noqa: E402
+
+from schemashift.report.figures import stems  # noqa: E402
+
+pytestmark = [
+    pytest.mark.skipif(tool("snakemake") is None, reason="snakemake is not installed"),
+    pytest.mark.slow,
+]
+# The cells exist already (the fixture played them); only the report's rules may run.
+REPORT_RULES = ("--allowed-rules", "expected_cells", "report_config", "aggregate", "tables", "figures", "report_html", "all")
+
+
+@pytest.fixture(scope="module")
+def fixture_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    copy = copy_repo(tmp_path_factory.mktemp("report-workflow") / "repo")
+    cfg = fixture_results.config()
+    cfg["train"]["enabled"] = "auto"  # configured, not disabled: its checkpoints are expected
+    (copy / "fixture.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    fixture_results.build(copy / "results", rulesets=tuple(cfg["rulesets"]))
+    snakemake(copy, *REPORT_RULES, configfile="fixture.yaml", timeout=900)
+    return copy
+
+
+@pytest.mark.timeout(900)
+def test_the_report_rules_build_every_table_and_figure(fixture_run: Path) -> None:
+    results = fixture_run / "results"
+    cfg = yaml.safe_load((fixture_run / "fixture.yaml").read_text(encoding="utf-8"))
+    summary = (results / "summary.md").read_text(encoding="utf-8")
+    for heading in (
+        "## Table A: untrained vs trained",
+        "## Table B: baselines vs the trained model",
+        "## Table C: reward ablation",
+        "## Table D: model ablation",
+        "## Table E: training efficiency",
+        "## Legacy vs v1",
+        "## Learning curves",
+        "## Seed-document verdicts",
+        "### Step-20 go/no-go (TRAINING_LOG, Stage 1)",
+        "## Failed episodes",
+        "## Per-seed raw tables (legacy)",
+    ):
+        assert heading in summary
+    for run in fixture_results.RUNS:
+        assert f"### Run {run} on legacy: untrained base vs the trained checkpoint" in summary
+    index = json.loads((results / "figures" / "figures.json").read_text(encoding="utf-8"))
+    assert [e["stem"] for e in index] == stems(cfg["rulesets"])
+    for stem in stems(cfg["rulesets"]):
+        assert (results / "figures" / f"{stem}.png").stat().st_size > 20_000
+        assert (results / "figures" / f"{stem}.pdf").is_file()
+    html = (results / "report.html").read_text(encoding="utf-8")
+    assert html.index("<h2>What ran</h2>") < html.index("<h2>Tables</h2>") < html.index("<h2>Figures</h2>")
+    assert html.count("<figure ") == len(index)
+
+
+@pytest.mark.timeout(900)
+def test_the_manifest_expects_the_checkpoint_evaluations(fixture_run: Path) -> None:
+    manifest = json.loads((fixture_run / "results" / "manifest.json").read_text(encoding="utf-8"))
+    checkpoints = [c for c in manifest["cells"] if c["train_run"] is not None]
+    steps = {(c["train_run"], c["checkpoint_step"]) for c in checkpoints}
+    assert steps == {(run, step) for run in fixture_results.RUNS for step in fixture_results.STEPS}
+    bases = {c["policy"] for c in manifest["cells"] if c["checkpoint_step"] == 0}
+    assert bases == {m["policy"] for m in fixture_results.MODELS.values() if m["policy"].startswith("hf:")}
+    missing = [c for c in manifest["cells"] if c["status"] == "missing"]
+    assert {(c["train_run"], c["checkpoint_step"], c["scenario"]) for c in missing} == fixture_results.MISSING
+    assert manifest["counts"]["missing"] == len(missing) == len(fixture_results.SEEDS) * fixture_results.SAMPLES
+    assert set(manifest["training"]) == set(fixture_results.RUNS)
+    assert manifest["training"]["shaped"]["superseded_rows"] == 10
+    assert manifest["training"]["shaped"]["go_no_go"]["decision"] == "PROCEED"
+
+
+@pytest.mark.timeout(900)
+def test_a_finished_report_has_nothing_to_do(fixture_run: Path) -> None:
+    proc = snakemake(fixture_run, *REPORT_RULES, "--dry-run", configfile="fixture.yaml")
+    assert job_counts(proc.stdout) == {}
