@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.types import ConcurrencyConfig
+from pydantic import ValidationError
 
 from schemashift.server.environment import RequestError, SchemaShiftEnvironment
 from schemashift.server.limits import MAX_DEPTH, MAX_MESSAGE_BYTES, WireLimits
@@ -64,7 +67,21 @@ def build_app(
             yield
 
     app.router.lifespan_context = lifespan
-    return WireLimits(app, max_message_bytes, max_depth)
+    return WireLimits(app, max_message_bytes, max_depth, body_checks={"/step": check_step_body})
+
+
+def check_step_body(body: bytes) -> tuple[int, Any] | None:
+    """422 for a /step body whose action does not validate. OpenEnv's handler answers some such
+    bodies (an unhashable `type`) with a 500, so they are refused before they reach it."""
+    try:
+        request = json.loads(body)
+        if not isinstance(request, dict):
+            return 422, "the body must be a JSON object with an 'action'"
+        SchemaShiftAction.model_validate(request.get("action"))
+    except ValueError as exc:  # JSONDecodeError and pydantic's ValidationError are ValueErrors
+        errors = exc.errors(include_url=False) if isinstance(exc, ValidationError) else str(exc)
+        return 422, jsonable_encoder(errors)
+    return None
 
 
 def settings_from_environment() -> dict[str, Any]:

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 MAX_MESSAGE_BYTES = 1 << 20
 MAX_DEPTH = 64
+NOT_UTF8 = ("binary message is not UTF-8 JSON", "INVALID_JSON")
+NOT_AN_OBJECT = ("a message must be a JSON object with a 'type'", "INVALID_JSON")
 _STRUCTURE = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.S)
 
 
@@ -40,10 +43,18 @@ def error_frame(message: str, code: str) -> str:
 
 
 class WireLimits:
-    def __init__(self, app: Any, max_bytes: int = MAX_MESSAGE_BYTES, max_depth: int = MAX_DEPTH) -> None:
+    def __init__(
+        self,
+        app: Any,
+        max_bytes: int = MAX_MESSAGE_BYTES,
+        max_depth: int = MAX_DEPTH,
+        body_checks: dict[str, Callable[[bytes], tuple[int, Any] | None]] | None = None,
+    ) -> None:
+        """`body_checks`: path -> check of a request body, returning (status, detail) to refuse it."""
         self.app = app
         self.max_bytes = max_bytes
         self.max_depth = max_depth
+        self.body_checks = body_checks or {}
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "websocket":
@@ -71,8 +82,16 @@ class WireLimits:
                     return message
                 data = message.get("text")
                 if data is None:
-                    data = message.get("bytes") or b""
+                    # OpenEnv reads text frames only; a binary frame holding UTF-8 JSON is read as text.
+                    try:
+                        data = (message.get("bytes") or b"").decode("utf-8")
+                    except UnicodeDecodeError:
+                        await send({"type": "websocket.send", "text": error_frame(*NOT_UTF8)})
+                        continue
+                    message = {"type": "websocket.receive", "text": data}
                 problem = self._problem(data)
+                if problem is None and not data.lstrip().startswith("{"):
+                    problem = NOT_AN_OBJECT
                 if problem is None:
                     return message
                 await send({"type": "websocket.send", "text": error_frame(*problem)})
@@ -97,6 +116,11 @@ class WireLimits:
         if too_deep(body, self.max_depth):
             await _reply(send, 400, f"request body nested more than {self.max_depth} levels deep")
             return
+        check = self.body_checks.get(scope.get("path", ""))
+        refusal = check(body) if check is not None else None
+        if refusal is not None:
+            await _reply(send, *refusal)
+            return
         replayed = False
 
         async def replay() -> dict:
@@ -109,7 +133,7 @@ class WireLimits:
         await self.app(scope, replay, send)
 
 
-async def _reply(send: Any, status: int, detail: str) -> None:
+async def _reply(send: Any, status: int, detail: Any) -> None:
     body = json.dumps({"detail": detail}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
