@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 
@@ -14,7 +15,10 @@ class Session:
         self.ws = connect(url, max_size=None, proxy=None, open_timeout=10).__enter__()
 
     def send_raw(self, frame: str | bytes) -> dict[str, Any]:
-        self.ws.send(frame)
+        try:
+            self.ws.send(frame)
+        except ConnectionClosed:
+            pass  # a refused session sends its error frame, then closes: read that frame below
         return json.loads(self.ws.recv(timeout=30))
 
     def send(self, kind: str, data: Any = None) -> dict[str, Any]:
