@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 NAME = "serve"
 HELP = "serve the environment over OpenEnv (WebSocket sessions, HTTP, MCP)"
@@ -16,14 +17,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-sessions",
         type=int,
-        default=64,
-        help="concurrent WebSocket sessions, and as many MCP sessions (default: %(default)s)",
+        default=int(os.environ.get("SCHEMASHIFT_MAX_SESSIONS", 64)),
+        help="concurrent WebSocket sessions, and as many MCP sessions "
+        "(default: $SCHEMASHIFT_MAX_SESSIONS or 64; now %(default)s)",
     )
     parser.add_argument(
         "--session-timeout",
         type=float,
-        default=600.0,
-        help="seconds after which an idle session is closed; 0 never closes (default: %(default)s)",
+        default=float(os.environ.get("SCHEMASHIFT_SESSION_TIMEOUT_S", 600.0)),
+        help="seconds after which an idle session is closed; 0 never closes "
+        "(default: $SCHEMASHIFT_SESSION_TIMEOUT_S or 600; now %(default)s)",
     )
 
 
