@@ -10,6 +10,7 @@ from schemashift.env.actions import SUBOBJECT, InvalidAction
 from schemashift.env.environment import Environment, EpisodeStateError
 from schemashift.env.ruleset import UnknownScenario
 from schemashift.env.rulesets import UnknownRuleset, get_ruleset
+from schemashift.rollout.wire import ViewDecoder
 
 
 class EnvBackend(Protocol):
@@ -95,8 +96,9 @@ class RemoteBackend:
     """Episodes on a SchemaShift server, over one WebSocket session (OpenEnv's `/ws` protocol).
 
     Speaks the protocol with the `websockets` package directly, so the rollout layer needs
-    neither openenv nor pydantic. Errors of the server's environment are raised as the same
-    exceptions the in-process environment raises, so the runner treats both alike.
+    neither openenv nor pydantic, and asks for observation deltas (`rollout.wire`). Errors of
+    the server's environment are raised as the same exceptions the in-process environment
+    raises, so the runner treats both alike.
     """
 
     name = "remote"
@@ -107,18 +109,20 @@ class RemoteBackend:
         self.message_timeout_s = message_timeout_s
         self._ws: Any = None
         self._outcome: dict[str, Any] | None = None
+        self._views = ViewDecoder()
 
     def reset(self, ruleset: str, scenario: str, seed: int) -> dict[str, Any]:
         self._outcome = None
-        data = self._request("reset", {"ruleset": ruleset, "scenario": scenario, "seed": seed})
-        return data["observation"]["view"]
+        request = {"ruleset": ruleset, "scenario": scenario, "seed": seed, "view_delta": True}
+        data = self._request("reset", request)
+        return self._views.decode(data["observation"]["view_delta"])
 
     def step(self, action: Any, tokens_used: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
         data = self._request("step", {**wire_action(action), "tokens_used": tokens_used})
         observation = data["observation"]
         if data["done"]:
             self._outcome = observation["outcome"]
-        return observation["view"], observation["reward_breakdown"]
+        return self._views.decode(observation["view_delta"]), observation["reward_breakdown"]
 
     def outcome(self) -> dict[str, Any]:
         if self._outcome is None:

@@ -20,11 +20,24 @@ from openenv.core.env_client import EnvClient
 from websockets.exceptions import ConnectionClosed
 
 from schemashift.rollout.backends import remote_exception
+from schemashift.rollout.wire import ViewDecoder
 from schemashift.server.models import SchemaShiftAction, SchemaShiftObservation, SchemaShiftState
 
 
 class SchemaShiftEnv(EnvClient[SchemaShiftAction, SchemaShiftObservation, SchemaShiftState]):
-    """One WebSocket session (one episode at a time) on a SchemaShift server."""
+    """One WebSocket session (one episode at a time) on a SchemaShift server.
+
+    Asks for observation deltas (`view_delta`, unless reset is told otherwise) and rebuilds the
+    full `view` of every observation, so users always see whole observations.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._views = ViewDecoder()
+
+    async def _reset_async(self, **kwargs: Any) -> StepResult[SchemaShiftObservation]:
+        kwargs.setdefault("view_delta", True)
+        return await super()._reset_async(**kwargs)
 
     def _step_payload(self, action: SchemaShiftAction | dict[str, Any]) -> dict[str, Any]:
         if isinstance(action, SchemaShiftAction):
@@ -32,10 +45,17 @@ class SchemaShiftEnv(EnvClient[SchemaShiftAction, SchemaShiftObservation, Schema
         return SchemaShiftAction.model_validate(action).model_dump(exclude_none=True, exclude_defaults=True)
 
     def _parse_result(self, payload: dict[str, Any]) -> StepResult[SchemaShiftObservation]:
-        observation = SchemaShiftObservation.model_validate(
-            {**payload.get("observation", {}), "done": payload.get("done", False), "reward": payload.get("reward")}
+        fields = {
+            **payload.get("observation", {}),
+            "done": payload.get("done", False),
+            "reward": payload.get("reward"),
+        }
+        if fields.get("view_delta") is not None:
+            fields["view"] = self._views.decode(fields.pop("view_delta"))
+        observation = SchemaShiftObservation.model_validate(fields)
+        return StepResult(
+            observation=observation, reward=payload.get("reward"), done=payload.get("done", False)
         )
-        return StepResult(observation=observation, reward=payload.get("reward"), done=payload.get("done", False))
 
     def _parse_state(self, payload: dict[str, Any]) -> SchemaShiftState:
         return SchemaShiftState.model_validate(payload)

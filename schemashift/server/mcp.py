@@ -134,7 +134,10 @@ class EndpointTool(Tool):
         episode = self.sessions.get(get_context().session_id)
         if episode is None:
             raise ToolError("EpisodeStateError: Call the reset tool before any other tool.")
-        action = {"type": "call_tool", "tool_call": {"tool": self.api, "endpoint": self.endpoint, "params": arguments}}
+        action = {
+            "type": "call_tool",
+            "tool_call": {"tool": self.api, "endpoint": self.endpoint, "params": arguments},
+        }
         result = await step_and_notify(episode, action)
         response = result["response"]
         if response is not None and not response.get("ok", True):
@@ -227,7 +230,9 @@ def build_mcp(max_sessions: int, idle_timeout_s: float | None) -> FastMCP:
         return episode
 
     @server.tool
-    async def reset(ctx: Context, scenario: str | None = None, seed: int = 0, ruleset: str = DEFAULT_RULESET) -> dict:
+    async def reset(
+        ctx: Context, scenario: str | None = None, seed: int = 0, ruleset: str = DEFAULT_RULESET
+    ) -> dict:
         """Start an episode of `scenario` (default: the ruleset's first) with `seed` under `ruleset`.
 
         Returns the first observation: the task, its success criteria and the API documentation.
@@ -251,7 +256,10 @@ def build_mcp(max_sessions: int, idle_timeout_s: float | None) -> FastMCP:
     async def report_drift(ctx: Context, tool: str, drift_kind: str, description: str) -> dict:
         """Report a schema drift you noticed on `tool`, naming its kind and what changed."""
         episode = episode_of(ctx)
-        action = {"type": "report_drift", "report": {"tool": tool, "drift_kind": drift_kind, "description": description}}
+        action = {
+            "type": "report_drift",
+            "report": {"tool": tool, "drift_kind": drift_kind, "description": description},
+        }
         return await step_and_notify(episode, action)
 
     @server.tool
@@ -261,4 +269,3 @@ def build_mcp(max_sessions: int, idle_timeout_s: float | None) -> FastMCP:
         return await step_and_notify(episode, {"type": "complete_task", "complete": {"summary": summary}})
 
     return server
-

@@ -25,8 +25,12 @@ class SchemaShiftAction(Action):
     type: str | None = Field(default=None, description=f"one of {list(SUBOBJECT)}")
     tool_call: dict[str, Any] | None = Field(default=None, description="call_tool: tool, endpoint, params")
     inspect: dict[str, Any] | None = Field(default=None, description="inspect_schema: tool")
-    retry: dict[str, Any] | None = Field(default=None, description="retry_with_variant: tool, endpoint, params")
-    report: dict[str, Any] | None = Field(default=None, description="report_drift: tool, drift_kind, description")
+    retry: dict[str, Any] | None = Field(
+        default=None, description="retry_with_variant: tool, endpoint, params"
+    )
+    report: dict[str, Any] | None = Field(
+        default=None, description="report_drift: tool, drift_kind, description"
+    )
     complete: dict[str, Any] | None = Field(default=None, description="complete_task: summary")
     text: str | None = Field(default=None, description="the action as JSON text (a model's raw output)")
     tokens_used: int = Field(default=0, ge=0, description="tokens the policy spent on this decision")
@@ -57,6 +61,11 @@ class SchemaShiftObservation(Observation):
     """
 
     view: dict[str, Any] = Field(default_factory=dict, description="the ruleset's observation")
+    view_delta: dict[str, Any] | None = Field(
+        default=None,
+        description="instead of `view`, in sessions reset with view_delta=true: what changed since the "
+        "previous observation (see schemashift.rollout.wire)",
+    )
     reward_breakdown: dict[str, Any] | None = Field(default=None, description="the step's full reward")
     outcome: dict[str, Any] | None = Field(default=None, description="records of a finished episode")
 

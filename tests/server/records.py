@@ -20,6 +20,8 @@ def comparable(value: Any) -> Any:
 
 def as_written(results) -> list[dict[str, Any]]:
     return [
-        json.loads(json.dumps(comparable({"record": r.record, "drifts": r.drifts, "trajectory": r.trajectory})))
+        json.loads(
+            json.dumps(comparable({"record": r.record, "drifts": r.drifts, "trajectory": r.trajectory}))
+        )
         for r in results
     ]

@@ -26,7 +26,18 @@ def nested(depth: int) -> dict:
 
 
 DEEP_ACTION["tool_call"]["params"] = nested(500)
-TWO_MB = json.dumps({"type": "step", "data": {"type": "complete_task", "complete": {"summary": "x" * 2_000_000}}})
+TWO_MB = json.dumps(
+    {"type": "step", "data": {"type": "complete_task", "complete": {"summary": "x" * 2_000_000}}}
+)
+
+
+def step(data) -> str:
+    return json.dumps({"type": "step", "data": data})
+
+
+def reset(data) -> str:
+    return json.dumps({"type": "reset", "data": data})
+
 
 # (name, frames sent before the checked one, the checked frame, expected code, words the message must hold)
 WS_CASES = [
@@ -34,31 +45,27 @@ WS_CASES = [
     ("not an object", [], "[1, 2, 3]", "INVALID_JSON", "JSON object"),
     ("binary garbage", [], b"\xff\xfe\x00", "INVALID_JSON", "not UTF-8"),
     ("unknown message type", [], json.dumps({"type": "dance"}), "UNKNOWN_TYPE", "dance"),
-    ("wrong type of action type", ["reset"], json.dumps({"type": "step", "data": {"type": 5}}), "VALIDATION_ERROR", ""),
-    ("sub-object of the wrong type", ["reset"],
-     json.dumps({"type": "step", "data": {"type": "call_tool", "tool_call": [1]}}), "VALIDATION_ERROR", ""),
-    ("negative tokens", ["reset"], json.dumps({"type": "step", "data": {**COMPLETE, "tokens_used": -1}}),
+    ("wrong type of action type", ["reset"], step({"type": 5}), "VALIDATION_ERROR", ""),
+    ("sub-object of the wrong type", ["reset"], step({"type": "call_tool", "tool_call": [1]}),
      "VALIDATION_ERROR", ""),
-    ("unexpected action field", ["reset"], json.dumps({"type": "step", "data": {**COMPLETE, "hack": 1}}),
-     "VALIDATION_ERROR", ""),
-    ("seed of the wrong type", [], json.dumps({"type": "reset", "data": {"scenario": SCENARIO, "seed": "abc"}}),
-     "EXECUTION_ERROR", "seed must be an integer"),
-    ("unknown reset parameter", [], json.dumps({"type": "reset", "data": {"scenario": SCENARIO, "level": 9}}),
-     "EXECUTION_ERROR", "unknown reset parameters"),
-    ("unknown action type", ["reset"], json.dumps({"type": "step", "data": {"type": "teleport"}}),
-     "EXECUTION_ERROR", "InvalidAction: unknown action type 'teleport'"),
-    ("unknown scenario", [], json.dumps({"type": "reset", "data": {"scenario": "Z9_nothing"}}),
-     "EXECUTION_ERROR", "UnknownScenario"),
-    ("unknown ruleset", [], json.dumps({"type": "reset", "data": {"ruleset": "v0", "scenario": SCENARIO}}),
-     "EXECUTION_ERROR", "UnknownRuleset"),
-    ("step before reset", [], json.dumps({"type": "step", "data": COMPLETE}), "EXECUTION_ERROR",
+    ("negative tokens", ["reset"], step({**COMPLETE, "tokens_used": -1}), "VALIDATION_ERROR", ""),
+    ("unexpected action field", ["reset"], step({**COMPLETE, "hack": 1}), "VALIDATION_ERROR", ""),
+    ("seed of the wrong type", [], reset({"scenario": SCENARIO, "seed": "abc"}), "EXECUTION_ERROR",
+     "seed must be an integer"),
+    ("unknown reset parameter", [], reset({"scenario": SCENARIO, "level": 9}), "EXECUTION_ERROR",
+     "unknown reset parameters"),
+    ("unknown action type", ["reset"], step({"type": "teleport"}), "EXECUTION_ERROR",
+     "InvalidAction: unknown action type 'teleport'"),
+    ("unknown scenario", [], reset({"scenario": "Z9_nothing"}), "EXECUTION_ERROR", "UnknownScenario"),
+    ("unknown ruleset", [], reset({"ruleset": "v0", "scenario": SCENARIO}), "EXECUTION_ERROR",
+     "UnknownRuleset"),
+    ("step before reset", [], step(COMPLETE), "EXECUTION_ERROR",
      "EpisodeStateError: Call reset() before step()"),
-    ("step after done", ["reset", "complete"], json.dumps({"type": "step", "data": COMPLETE}), "EXECUTION_ERROR",
+    ("step after done", ["reset", "complete"], step(COMPLETE), "EXECUTION_ERROR",
      "EpisodeStateError: Episode already done"),
     ("2 MB message", ["reset"], TWO_MB, "MESSAGE_TOO_LARGE", "exceeds the server's limit"),
     ("deeply nested frame", [], DEEP, "INVALID_JSON", "nested more than"),
-    ("deeply nested action", ["reset"], json.dumps({"type": "step", "data": DEEP_ACTION}), "INVALID_JSON",
-     "nested more than"),
+    ("deeply nested action", ["reset"], step(DEEP_ACTION), "INVALID_JSON", "nested more than"),
 ]  # fmt: skip
 
 
@@ -118,9 +125,10 @@ def test_http_reset_and_state_work(server_url):
 
 
 def test_an_episode_next_to_a_flood_of_bad_input_is_unaffected(server_url):
+    from records import as_written
+
     from schemashift.rollout.backends import InProcessBackend, RemoteBackend
     from schemashift.rollout.runner import Cell, RunContext, play_episode
-    from records import as_written
 
     ruleset = get_ruleset("legacy")
     cell = Cell("legacy", ruleset.scenario_ids()[-1], 4)

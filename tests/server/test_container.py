@@ -95,9 +95,12 @@ def test_the_image_starts_fast_as_a_non_root_user_with_a_healthcheck(container):
     assert list(inspected["Config"]["ExposedPorts"]) == ["8000/tcp"]
     healthcheck = inspected.get("Healthcheck") or inspected["Config"].get("Healthcheck")
     assert healthcheck["Test"][0] == "CMD"
-    assert subprocess.run(["podman", "healthcheck", "run", container["id"]], capture_output=True).returncode == 0
+    assert (
+        subprocess.run(["podman", "healthcheck", "run", container["id"]], capture_output=True).returncode == 0
+    )
     # Only the server's dependencies: no pyarrow, pandas, torch or gradio in the image.
-    check = "import importlib.util as u; print([m for m in ('pyarrow','pandas','torch','gradio') if u.find_spec(m)])"
+    check = "import importlib.util as u; print([m for m in ('pyarrow', 'pandas', 'torch', 'gradio') "
+    check += "if u.find_spec(m)])"
     found = subprocess.run(
         ["podman", "exec", container["id"], "python", "-c", check], capture_output=True, text=True, check=True
     ).stdout.strip()

@@ -109,7 +109,9 @@ def test_tools_before_reset_and_bad_arguments_are_clear_errors(server_url):
             unknown = await client.call_tool("reset", {"scenario": "Z9_nothing"}, raise_on_error=False)
             await client.call_tool("reset", {})
             bad_kind = await client.call_tool(
-                "report_drift", {"tool": "mail", "drift_kind": "gremlins", "description": "x"}, raise_on_error=False
+                "report_drift",
+                {"tool": "mail", "drift_kind": "gremlins", "description": "x"},
+                raise_on_error=False,
             )
             missing = await client.call_tool("no_such_tool", {}, raise_on_error=False)
             return before, unknown, bad_kind, missing

@@ -37,7 +37,12 @@ def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 30.0) -> 
 def cli(*args: str, **kwargs) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [sys.executable, "-m", "schemashift.cli", *args], capture_output=True, text=True, env=env, cwd=REPO, **kwargs
+        [sys.executable, "-m", "schemashift.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        **kwargs,
     )
 
 
@@ -122,6 +127,8 @@ def test_serve_refuses_bad_settings(args, message):
 
 
 def test_run_with_an_unknown_backend_is_a_usage_error(tmp_path):
-    result = cli("run", "--policy", "oracle", "--out", str(tmp_path / "o"), "--backend", "carrier-pigeon", timeout=60)
+    result = cli(
+        "run", "--policy", "oracle", "--out", str(tmp_path / "o"), "--backend", "carrier-pigeon", timeout=60
+    )
     assert result.returncode == 2
     assert "Unknown backend 'carrier-pigeon'" in result.stderr

@@ -33,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend",
         default="inprocess",
-        help="where episodes run: inprocess, or a server URL such as ws://127.0.0.1:8000 (default: %(default)s)",
+        help="where episodes run: inprocess, or a server URL such as ws://127.0.0.1:8000 "
+        "(default: %(default)s)",
     )
     parser.add_argument(
         "--run-id", default=None, help="identifier stamped on every row (default: a new uuid)"

@@ -42,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         from schemashift.server.app import serve
     except ImportError as exc:
-        raise CliError(f"the server needs the 'server' extra (pip install 'schemashift[server]'): {exc}") from None
+        raise CliError(
+            f"the server needs the 'server' extra (pip install 'schemashift[server]'): {exc}"
+        ) from None
     print(f"schemashift serve: http://{args.host}:{args.port} (WebSocket /ws, MCP /agent/mcp)", flush=True)
     serve(
         args.host,
