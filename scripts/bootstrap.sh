@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create the repository's .venv if it is missing and install schemashift with the extras that the
-# tests and the workflow need (dev, workflow).
+# tests and the workflow need (dev, workflow, server), plus openenv without its dependencies.
 # Idempotent and quiet: the install runs again only when pyproject.toml changed since the last
 # successful one, so scripts can call this on every invocation.
 set -euo pipefail
@@ -15,6 +15,8 @@ fi
 
 wanted="$(.venv/bin/python -c 'import hashlib; print(hashlib.sha256(open("pyproject.toml", "rb").read()).hexdigest())')"
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted" ]]; then
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev,workflow]"
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev,workflow,server]"
+    # openenv's own dependencies would pull in gradio; the server extra lists what it needs.
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps "openenv==0.10.0"
     printf '%s\n' "$wanted" > "$stamp"
 fi

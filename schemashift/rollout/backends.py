@@ -3,10 +3,14 @@ same sweep can run in-process (default, fastest) or against a server (the remote
 
 from __future__ import annotations
 
+import json
 from typing import Any, Protocol
 
-from schemashift.env.environment import Environment
-from schemashift.env.rulesets import get_ruleset
+from schemashift.env.actions import SUBOBJECT, InvalidAction
+from schemashift.env.environment import Environment, EpisodeStateError
+from schemashift.env.ruleset import UnknownScenario
+from schemashift.env.rulesets import UnknownRuleset, get_ruleset
+from schemashift.rollout.wire import ViewDecoder
 
 
 class EnvBackend(Protocol):
@@ -26,6 +30,25 @@ class EnvBackend(Protocol):
     def outcome(self) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
+
+
+def episode_outcome(env: Environment) -> dict[str, Any]:
+    """Everything the records of a finished episode need (the `EnvBackend.outcome()` dict)."""
+    ep, rs = env.episode, env.ruleset
+    task = ep.task
+    return {
+        "task": {
+            "tier": task.tier,
+            "family": task.family,
+            "split": task.split,
+            "max_steps": task.max_steps,
+            "ruleset_version": rs.version,
+            "schedule": task.schedule(),
+        },
+        "summary": rs.summary(ep),
+        "drifts": rs.drift_outcomes(ep),
+        "history": ep.history,
+    }
 
 
 class InProcessBackend:
@@ -48,29 +71,148 @@ class InProcessBackend:
         return self._env.step(action, tokens_used)
 
     def outcome(self) -> dict[str, Any]:
-        env = self._env
-        ep, rs = env.episode, env.ruleset
-        task = ep.task
-        return {
-            "task": {
-                "tier": task.tier,
-                "family": task.family,
-                "split": task.split,
-                "max_steps": task.max_steps,
-                "ruleset_version": rs.version,
-                "schedule": task.schedule(),
-            },
-            "summary": rs.summary(ep),
-            "drifts": rs.drift_outcomes(ep),
-            "history": ep.history,
-        }
+        return episode_outcome(self._env)
 
     def close(self) -> None:
         self._envs.clear()
         self._env = None
 
 
+#: error kinds a SchemaShift server names at the start of an error message, and what they raise here
+REMOTE_ERRORS: dict[str, type[Exception]] = {
+    "InvalidAction": InvalidAction,
+    "EpisodeStateError": EpisodeStateError,
+    "UnknownScenario": UnknownScenario,
+    "UnknownRuleset": UnknownRuleset,
+    "ValueError": ValueError,
+}
+_ACTION_KEYS = frozenset({"type", *SUBOBJECT.values()})
+
+
+class RemoteError(RuntimeError):
+    """The server refused a request for a reason the in-process environment has no exception for."""
+
+
+class RemoteBackend:
+    """Episodes on a SchemaShift server, over one WebSocket session (OpenEnv's `/ws` protocol).
+
+    Speaks the protocol with the `websockets` package directly, so the rollout layer needs
+    neither openenv nor pydantic, and asks for observation deltas (`rollout.wire`). Errors of
+    the server's environment are raised as the same exceptions the in-process environment
+    raises, so the runner treats both alike.
+    """
+
+    name = "remote"
+
+    def __init__(self, url: str, open_timeout_s: float = 10.0, message_timeout_s: float = 60.0) -> None:
+        self.url = websocket_url(url)
+        self.open_timeout_s = open_timeout_s
+        self.message_timeout_s = message_timeout_s
+        self._ws: Any = None
+        self._outcome: dict[str, Any] | None = None
+        self._views = ViewDecoder()
+
+    def reset(self, ruleset: str, scenario: str, seed: int) -> dict[str, Any]:
+        self._outcome = None
+        request = {"ruleset": ruleset, "scenario": scenario, "seed": seed, "view_delta": True}
+        data = self._request("reset", request)
+        return self._views.decode(data["observation"]["view_delta"])
+
+    def step(self, action: Any, tokens_used: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+        data = self._request("step", {**wire_action(action), "tokens_used": tokens_used})
+        observation = data["observation"]
+        if data["done"]:
+            self._outcome = observation["outcome"]
+        return self._views.decode(observation["view_delta"]), observation["reward_breakdown"]
+
+    def outcome(self) -> dict[str, Any]:
+        if self._outcome is None:
+            raise EpisodeStateError("The remote episode has not finished; outcome() needs a done episode.")
+        return self._outcome
+
+    def close(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            try:
+                ws.send(json.dumps({"type": "close"}))
+            except Exception:  # noqa: BLE001 - closing a socket the server already dropped
+                pass
+            ws.close()
+
+    def _connect(self) -> Any:
+        from websockets.sync.client import connect
+
+        try:
+            # Entered as a context manager (websockets >= 17 deprecates the plain call) and closed
+            # in close(); no compression: messages are small and latency matters.
+            self._ws = connect(
+                self.url, open_timeout=self.open_timeout_s, max_size=None, proxy=None, compression=None
+            ).__enter__()
+        except (OSError, TimeoutError) as exc:
+            raise ConnectionError(f"cannot reach the SchemaShift server at {self.url}: {exc}") from None
+        return self._ws
+
+    def _request(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+        from websockets.exceptions import ConnectionClosed
+
+        ws = self._ws or self._connect()
+        try:
+            ws.send(json.dumps({"type": kind, "data": data}))
+            reply = json.loads(ws.recv(timeout=self.message_timeout_s))
+        except (ConnectionClosed, TimeoutError) as exc:
+            # The session is gone (server restart, idle reaping); a later reset reconnects.
+            self._ws = None
+            raise ConnectionError(f"lost the session with {self.url}: {exc}") from None
+        if reply.get("type") == "error":
+            raise remote_exception(reply.get("data") or {})
+        return reply["data"]
+
+
+def remote_exception(error: dict[str, Any]) -> Exception:
+    """The exception an error frame stands for: the core's own where the server names one."""
+    message = str(error.get("message", "unknown error"))
+    kind, sep, text = message.partition(": ")
+    if sep and kind in REMOTE_ERRORS:
+        return REMOTE_ERRORS[kind](text)
+    if error.get("code") == "VALIDATION_ERROR":
+        return ValueError(f"{message}: {json.dumps(error.get('errors'), default=str)}")
+    return RemoteError(f"{message} (code: {error.get('code', 'unknown')})")
+
+
+def wire_action(action: Any) -> dict[str, Any]:
+    """An action as the server's Action model takes it: its fields when it is a well-formed
+    action dict, else its JSON text, which the server validates exactly as in-process."""
+    if (
+        type(action) is dict
+        and isinstance(action.get("type"), str)
+        and action.keys() <= _ACTION_KEYS
+        and all(type(action.get(key)) in (dict, type(None)) for key in SUBOBJECT.values())
+    ):
+        return action
+    if isinstance(action, str):
+        return {"text": action}
+    if isinstance(action, bytes):
+        return {"text": action.decode("utf-8", "replace")}
+    try:
+        return {"text": json.dumps(action, ensure_ascii=False)}
+    except (TypeError, ValueError):
+        return {"text": repr(action)}
+
+
+def websocket_url(url: str) -> str:
+    """The `/ws` URL of a server given as ws(s):// or http(s):// base URL."""
+    scheme, sep, rest = url.partition("://")
+    schemes = {"ws": "ws", "wss": "wss", "http": "ws", "https": "wss"}
+    if not sep or scheme not in schemes or not rest.strip("/"):
+        raise ValueError(f"Unknown backend {url!r}; available: inprocess, or a server URL ws://host:port")
+    rest = rest.rstrip("/")
+    if not rest.endswith("/ws"):
+        rest += "/ws"
+    return f"{schemes[scheme]}://{rest}"
+
+
 def make_backend(spec: str = "inprocess") -> EnvBackend:
+    """`inprocess`, or a server URL (`ws://host:port`, `http://host:port`) for the remote backend."""
     if spec == "inprocess":
         return InProcessBackend()
-    raise ValueError(f"Unknown backend {spec!r}; available: inprocess")
+    return RemoteBackend(spec)

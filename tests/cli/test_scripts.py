@@ -18,7 +18,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPTS = [".ci/run", "scripts/bootstrap.sh", "scripts/test.sh", "scripts/main.sh"]
+SCRIPTS = [".ci/run", "scripts/bootstrap.sh", "scripts/test.sh", "scripts/main.sh", "scripts/container-up.sh"]
+INSTALLS = [
+    "python -m pip install --quiet --disable-pip-version-check -e .[dev,workflow,server]",
+    "python -m pip install --quiet --disable-pip-version-check --no-deps openenv==0.10.0",
+]
 
 FAKE = r"""#!/usr/bin/env bash
 printf '%s %s\n' "$(basename "$0")" "$*" >> "$FAKE_LOG"
@@ -45,8 +49,8 @@ def sandbox(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     for name in [*SCRIPTS, "pyproject.toml"]:
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, repo / name)
-    # The real cluster scripts need root and apt; CI runs them for real. Here they only log.
-    for name in ("scripts/slurm-up.sh", "scripts/slurm-down.sh"):
+    # The real cluster and container scripts need root and apt; CI runs them for real. Here they only log.
+    for name in ("scripts/slurm-up.sh", "scripts/slurm-down.sh", "scripts/container-up.sh"):
         (repo / name).write_text(f'#!/usr/bin/env bash\necho "{name}" >> "$FAKE_LOG"\n')
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -104,15 +108,15 @@ def test_bootstrap_creates_the_venv_and_installs_only_when_needed(
     assert _run(repo, env, "scripts/bootstrap.sh").returncode == 0
     installs = [line for line in _log(env) if "-m pip install" in line]
     assert _log(env)[0] == "python3 -m venv .venv"
-    assert installs == ["python -m pip install --quiet --disable-pip-version-check -e .[dev,workflow]"]
+    assert installs == INSTALLS
 
     assert _run(repo, env, "scripts/bootstrap.sh").returncode == 0
-    assert len([line for line in _log(env) if "-m pip install" in line]) == 1, "nothing changed: no reinstall"
+    assert len([line for line in _log(env) if "-m pip install" in line]) == 2, "nothing changed: no reinstall"
     assert sum("-m venv" in line for line in _log(env)) == 1
 
     (repo / "pyproject.toml").write_text((repo / "pyproject.toml").read_text() + "\n# changed\n")
     assert _run(repo, env, "scripts/bootstrap.sh").returncode == 0
-    assert len([line for line in _log(env) if "-m pip install" in line]) == 2
+    assert len([line for line in _log(env) if "-m pip install" in line]) == 4
 
 
 @pytest.mark.parametrize(("pytest_status", "expected"), [(0, 0), (1, 1), (2, 2), (5, 1)])
@@ -135,9 +139,9 @@ def test_ci_run_builds_the_venv_and_fails_when_tests_fail(
     assert (result.returncode != 0) == failed, result.stderr
     log = _log(env)
     assert log.index("python3 -m venv .venv") < log.index("python -m pip install --upgrade pip")
-    install = "python -m pip install --quiet --disable-pip-version-check -e .[dev,workflow]"
-    assert log.index("python -m pip install --upgrade pip") < log.index(install)
+    assert log.index("python -m pip install --upgrade pip") < log.index(INSTALLS[0]) < log.index(INSTALLS[1])
     assert log.index("scripts/slurm-up.sh") < log.index("python -m pytest -q --durations=15")
+    assert log.index("scripts/container-up.sh") < log.index("python -m pytest -q --durations=15")
     assert log[-1] == "scripts/slurm-down.sh", "the cluster is stopped however the tests end"
     assert "apt-get" not in " ".join(log), "the fake interpreter has ensurepip"
 

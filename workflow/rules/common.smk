@@ -195,6 +195,8 @@ CODE = {
         "schemashift/report/aggregate.py",
         "schemashift/cli/verbs/aggregate.py",
     ),
+    # The server image holds the whole package; its tag follows everything it copies or installs.
+    "server": code_digest("schemashift", "pyproject.toml", "containers/env.Dockerfile"),
     "tables": code_digest(*_CLI_CORE, *_REPORT, "schemashift/report/tables.py"),
     # the figures reuse the tables' ablation groups, drift and efficiency columns
     "figures": code_digest(

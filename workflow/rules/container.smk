@@ -18,12 +18,12 @@ rule env_image:
     params:
         engine=lambda w: ENGINE or config["containers"]["engine"],
         base_image=config["containers"]["base_image"],
-        code=CODE["cells"],
+        code=CODE["server"],
         script=workflow.source_path("../scripts/build_image.py"),
         context=workflow.basedir,
     shell:
         "python {params.script} --engine {params.engine} "
-        "--dockerfile {input.dockerfile} --base-image {params.base_image} --context {params.context} "
+        "--dockerfile {input.dockerfile} --base-image {params.base_image} --context {params.context} --wheelhouse "
         "--tag schemashift-env:{params.code} --out {output} > {log} 2>&1"
 
 

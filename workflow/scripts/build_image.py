@@ -43,6 +43,11 @@ def main() -> None:
     parser.add_argument("--dockerfile")
     parser.add_argument("--context", default=".")
     parser.add_argument("--base-image", default="python:3.11-slim")
+    parser.add_argument(
+        "--wheelhouse",
+        action="store_true",
+        help="fill the context's containers/wheels with containers/wheelhouse.py first",
+    )
     parser.add_argument("--debootstrap", action="store_true", help="build a Debian base image instead")
     args = parser.parse_args()
     if args.debootstrap:
@@ -65,10 +70,15 @@ def main() -> None:
         if not args.dockerfile:
             parser.error("--dockerfile is required unless --debootstrap")
         base = args.base_image
+        if args.wheelhouse:
+            run([sys.executable, str(Path(args.context) / "containers" / "wheelhouse.py")])
+        # podman's default OCI format drops HEALTHCHECK; the docker format keeps it.
+        image_format = ["--format", "docker"] if args.engine == "podman" else []
         run(
             [
                 args.engine,
                 "build",
+                *image_format,
                 "-f",
                 args.dockerfile,
                 "--build-arg",

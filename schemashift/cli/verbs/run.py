@@ -41,7 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="output directory; gets episodes.parquet, drifts.parquet, trajectories.jsonl.gz",
     )
-    parser.add_argument("--backend", default="inprocess", help="where episodes run (default: %(default)s)")
+    parser.add_argument(
+        "--backend",
+        default="inprocess",
+        help="where episodes run: inprocess, or a server URL such as ws://127.0.0.1:8000 "
+        "(default: %(default)s)",
+    )
     parser.add_argument(
         "--run-id", default=None, help="identifier stamped on every row (default: a new uuid)"
     )

@@ -1,0 +1,1 @@
+"""OpenEnv layout entry point; the server lives in `schemashift.server`."""

@@ -1,0 +1,55 @@
+"""`schemashift serve`: run the OpenEnv server (WebSocket, HTTP and MCP) with uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+NAME = "serve"
+HELP = "serve the environment over OpenEnv (WebSocket sessions, HTTP, MCP)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="interface to bind; 0.0.0.0 exposes it (default: %(default)s)"
+    )
+    parser.add_argument("--port", type=int, default=8000, help="TCP port (default: %(default)s)")
+    parser.add_argument(
+        "--max-sessions",
+        type=int,
+        default=int(os.environ.get("SCHEMASHIFT_MAX_SESSIONS", 64)),
+        help="concurrent WebSocket sessions, and as many MCP sessions "
+        "(default: $SCHEMASHIFT_MAX_SESSIONS or 64; now %(default)s)",
+    )
+    parser.add_argument(
+        "--session-timeout",
+        type=float,
+        default=float(os.environ.get("SCHEMASHIFT_SESSION_TIMEOUT_S", 600.0)),
+        help="seconds after which an idle session is closed; 0 never closes "
+        "(default: $SCHEMASHIFT_SESSION_TIMEOUT_S or 600; now %(default)s)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from schemashift.cli import CliError
+
+    if args.max_sessions < 1:
+        raise CliError(f"--max-sessions must be at least 1, got {args.max_sessions}")
+    if args.session_timeout < 0:
+        raise CliError(f"--session-timeout must not be negative, got {args.session_timeout}")
+    if not 0 < args.port < 65536:
+        raise CliError(f"--port must be between 1 and 65535, got {args.port}")
+    try:
+        from schemashift.server.app import serve
+    except ImportError as exc:
+        raise CliError(
+            f"the server needs the 'server' extra (pip install 'schemashift[server]'): {exc}"
+        ) from None
+    print(f"schemashift serve: http://{args.host}:{args.port} (WebSocket /ws, MCP /agent/mcp)", flush=True)
+    serve(
+        args.host,
+        args.port,
+        max_sessions=args.max_sessions,
+        session_timeout_s=args.session_timeout or None,
+    )
+    return 0

@@ -1,0 +1,128 @@
+"""The ASGI app: OpenEnv's `create_app` around `SchemaShiftEnvironment`, plus the MCP face.
+
+Routes (OpenEnv's): `/ws` (one episode per WebSocket session), `/reset` `/step` `/state`
+(stateless HTTP: each request gets a fresh environment), `/health`, `/metadata`, `/schema`, `/mcp`
+(OpenEnv JSON-RPC); ours: `/agent/mcp` (MCP over streamable HTTP, one episode per MCP session).
+`python -m schemashift.server.app` and `schemashift serve` run it with uvicorn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
+from openenv.core.env_server.http_server import create_app
+from openenv.core.env_server.types import ConcurrencyConfig
+from pydantic import ValidationError
+
+from schemashift.server.environment import RequestError, SchemaShiftEnvironment
+from schemashift.server.limits import MAX_DEPTH, MAX_MESSAGE_BYTES, WireLimits
+from schemashift.server.models import SchemaShiftAction, SchemaShiftObservation, SchemaShiftState
+
+DEFAULT_MAX_SESSIONS = 64
+DEFAULT_SESSION_TIMEOUT_S = 600.0
+MCP_MOUNT = "/agent"
+
+
+def build_app(
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
+    session_timeout_s: float | None = DEFAULT_SESSION_TIMEOUT_S,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+    max_depth: int = MAX_DEPTH,
+) -> Any:
+    """The server app: at most `max_sessions` WebSocket sessions (and as many MCP sessions),
+    each reaped after `session_timeout_s` idle seconds (None: never)."""
+    if max_sessions < 1:
+        raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
+    if session_timeout_s is not None and session_timeout_s <= 0:
+        raise ValueError(f"session_timeout_s must be positive, got {session_timeout_s}")
+    app: FastAPI = create_app(
+        SchemaShiftEnvironment,
+        SchemaShiftAction,
+        SchemaShiftObservation,
+        env_name="schemashift",
+        concurrency_config=ConcurrencyConfig(
+            max_concurrent_envs=max_sessions, session_timeout=session_timeout_s
+        ),
+        state_cls=SchemaShiftState,
+    )
+
+    @app.exception_handler(RequestError)
+    async def request_error(_: Request, exc: RequestError) -> JSONResponse:
+        return JSONResponse(status_code=exc.status, content={"detail": str(exc), "kind": exc.kind})
+
+    from schemashift.server.mcp import build_mcp
+
+    mcp_app = build_mcp(max_sessions, session_timeout_s).http_app(path="/mcp")
+    app.mount(MCP_MOUNT, mcp_app)
+    openenv_lifespan = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(asgi_app: Any):
+        async with mcp_app.lifespan(asgi_app), openenv_lifespan(asgi_app):
+            yield
+
+    app.router.lifespan_context = lifespan
+    return WireLimits(app, max_message_bytes, max_depth, body_checks={"/step": check_step_body})
+
+
+def check_step_body(body: bytes) -> tuple[int, Any] | None:
+    """422 for a /step body whose action does not validate. OpenEnv's handler answers some such
+    bodies (an unhashable `type`) with a 500, so they are refused before they reach it."""
+    try:
+        request = json.loads(body)
+        if not isinstance(request, dict):
+            return 422, "the body must be a JSON object with an 'action'"
+        SchemaShiftAction.model_validate(request.get("action"))
+    except ValueError as exc:  # JSONDecodeError and pydantic's ValidationError are ValueErrors
+        errors = exc.errors(include_url=False) if isinstance(exc, ValidationError) else str(exc)
+        return 422, jsonable_encoder(errors)
+    return None
+
+
+def settings_from_environment() -> dict[str, Any]:
+    """App settings from SCHEMASHIFT_MAX_SESSIONS / SCHEMASHIFT_SESSION_TIMEOUT_S (0: never reap)."""
+    timeout = float(os.environ.get("SCHEMASHIFT_SESSION_TIMEOUT_S", DEFAULT_SESSION_TIMEOUT_S))
+    return {
+        "max_sessions": int(os.environ.get("SCHEMASHIFT_MAX_SESSIONS", DEFAULT_MAX_SESSIONS)),
+        "session_timeout_s": timeout if timeout > 0 else None,
+    }
+
+
+def uvicorn_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> dict[str, Any]:
+    """How the server runs under uvicorn. Frames are small (observations travel as deltas), so
+    per-message compression would cost more CPU than it saves bytes on a local network."""
+    return {"log_level": "warning", "ws_max_size": 4 * max_message_bytes, "ws_per_message_deflate": False}
+
+
+def serve(host: str, port: int, **settings: Any) -> None:
+    import uvicorn
+
+    options = uvicorn_options(settings.get("max_message_bytes", MAX_MESSAGE_BYTES))
+    uvicorn.run(build_app(**settings), host=host, port=port, **options)
+
+
+def main() -> None:
+    """Entry point of the OpenEnv layout (`server` script): serve on $HOST:$PORT (127.0.0.1:8000)."""
+    parser = argparse.ArgumentParser(description="Serve SchemaShift over OpenEnv")
+    parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    args = parser.parse_args()
+    serve(args.host, args.port, **settings_from_environment())
+
+
+def __getattr__(name: str) -> Any:
+    """`app` (for `uvicorn schemashift.server.app:app`) is built on first access, from the environment."""
+    if name == "app":
+        return build_app(**settings_from_environment())
+    raise AttributeError(name)
+
+
+if __name__ == "__main__":
+    main()

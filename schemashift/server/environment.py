@@ -1,0 +1,202 @@
+"""The OpenEnv `Environment` that serves SchemaShift: one instance per session.
+
+Each instance wraps the core `schemashift.env.Environment` (one per ruleset it has been reset
+with) and translates its dict observations into the pydantic wire types. Errors of the core
+leave as `RequestError`s whose text starts with the core exception's name, so clients can raise
+the same exception the in-process environment would have raised.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openenv.core.env_server.interfaces import Environment as OpenEnvEnvironment
+from openenv.core.env_server.types import EnvironmentMetadata
+
+import schemashift
+from schemashift.env import (
+    Environment,
+    EpisodeStateError,
+    InvalidAction,
+    UnknownRuleset,
+    UnknownScenario,
+    available_rulesets,
+    get_ruleset,
+)
+from schemashift.rollout.backends import episode_outcome
+from schemashift.rollout.wire import ViewEncoder
+from schemashift.server.models import SchemaShiftAction, SchemaShiftObservation, SchemaShiftState
+
+DEFAULT_RULESET = "legacy"
+#: reward breakdown keys read, in order, as the step's scalar reward
+SCALAR_REWARD_KEYS = ("reward", "score", "shaped_total")
+
+
+class RequestError(Exception):
+    """A request the environment cannot serve; `kind` names the core exception, `status` the HTTP code."""
+
+    def __init__(self, kind: str, message: str, status: int = 400) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+        self.status = status
+
+
+def request_error(exc: Exception) -> RequestError:
+    """The wire form of a core exception."""
+    if isinstance(exc, (InvalidAction, UnknownScenario, UnknownRuleset)):
+        return RequestError(type(exc).__name__, str(exc), 400 if isinstance(exc, InvalidAction) else 404)
+    if isinstance(exc, EpisodeStateError):
+        return RequestError("EpisodeStateError", str(exc), 409)
+    return RequestError("ValueError", str(exc), 400)
+
+
+class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftObservation, SchemaShiftState]):
+    """reset(scenario, seed, ruleset) / step(action) for one session; no state shared between sessions."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._envs: dict[str, Environment] = {}
+        self._env: Environment | None = None
+        self._closed_reason: str | None = None
+        self._encoder: ViewEncoder | None = None
+
+    # -- OpenEnv interface ---------------------------------------------------------------------------
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        scenario: str | None = None,
+        ruleset: str | None = None,
+        view_delta: bool = False,
+        **kwargs: Any,
+    ) -> SchemaShiftObservation:
+        """Start an episode. `view_delta=True` makes this session's observations deltas."""
+        self._check_open()
+        if kwargs:
+            raise RequestError(
+                "ValueError",
+                f"unknown reset parameters {sorted(kwargs)}; expected scenario, seed, ruleset, view_delta",
+            )
+        if not isinstance(view_delta, bool):
+            raise RequestError("ValueError", f"view_delta must be true or false, got {view_delta!r}")
+        name = DEFAULT_RULESET if ruleset is None else ruleset
+        if not isinstance(name, str):
+            raise RequestError("ValueError", f"ruleset must be a string, got {type(name).__name__}")
+        if episode_id is not None and not isinstance(episode_id, str):
+            raise RequestError("ValueError", f"episode_id must be a string, got {type(episode_id).__name__}")
+        try:
+            env = self._envs.get(name)
+            if env is None:
+                env = self._envs[name] = Environment(get_ruleset(name))
+            if scenario is None:
+                scenario = env.ruleset.scenario_ids()[0]
+            elif not isinstance(scenario, str):
+                raise ValueError(f"scenario must be a string, got {type(scenario).__name__}")
+            view = env.reset(scenario, 0 if seed is None else seed, episode_id=episode_id)
+        except (UnknownRuleset, UnknownScenario, ValueError) as exc:
+            raise request_error(exc) from None
+        self._env = env
+        self._encoder = ViewEncoder() if view_delta else None
+        return self._observation(view, False, None, None, None)
+
+    def step(
+        self, action: SchemaShiftAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> SchemaShiftObservation:
+        self._check_open()
+        env = self._env
+        if env is None:
+            raise RequestError("EpisodeStateError", "Call reset() before step().", 409)
+        try:
+            view, breakdown = env.step(action.payload(), action.tokens_used)
+        except (InvalidAction, EpisodeStateError, ValueError) as exc:
+            raise request_error(exc) from None
+        done = bool(view["done"])
+        return self._observation(
+            view, done, scalar_reward(breakdown), breakdown, episode_outcome(env) if done else None
+        )
+
+    def _observation(self, view, done, reward, breakdown, outcome) -> SchemaShiftObservation:
+        # Built by the environment from trusted values: no validation pass.
+        encoder = self._encoder
+        return SchemaShiftObservation.model_construct(
+            view={} if encoder else view,
+            view_delta=encoder.encode(view) if encoder else None,
+            done=done,
+            reward=reward,
+            reward_breakdown=breakdown,
+            outcome=outcome,
+            metadata={},
+        )
+
+    # A step takes tens of microseconds of pure Python: running it on the event loop costs less
+    # than OpenEnv's default hand-off to the session's worker thread and back.
+    async def reset_async(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        scenario: str | None = None,
+        ruleset: str | None = None,
+        view_delta: bool = False,
+        **kwargs: Any,
+    ) -> SchemaShiftObservation:
+        return self.reset(seed, episode_id, scenario, ruleset, view_delta, **kwargs)
+
+    async def step_async(
+        self, action: SchemaShiftAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> SchemaShiftObservation:
+        return self.step(action, timeout_s, **kwargs)
+
+    @property
+    def state(self) -> SchemaShiftState:
+        env = self._env
+        if env is None or env.episode is None:
+            return SchemaShiftState()
+        ep = env.episode
+        return SchemaShiftState(
+            episode_id=ep.episode_id,
+            step_count=ep.step,
+            ruleset=env.ruleset.name,
+            scenario=ep.task.scenario,
+            seed=ep.task.seed,
+            done=ep.done,
+            max_steps=ep.task.max_steps,
+            token_budget_remaining=ep.tokens_remaining,
+            drifts_fired=sum(1 for drift in ep.drifts if drift.fired),
+        )
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        return EnvironmentMetadata(
+            name="schemashift",
+            description=(
+                "Tool-using agents under API schema drift: mail, calendar and CRM APIs whose schemas "
+                f"change mid-episode. Rulesets: {', '.join(available_rulesets())}."
+            ),
+            version=schemashift.__version__,
+        )
+
+    def close(self) -> None:
+        """Called when the session ends or is reaped; later calls get a clear error."""
+        self._closed_reason = "the session was closed (idle past the server's session timeout, or shut down)"
+        self._envs.clear()
+        self._env = None
+
+    # -- for the MCP face ----------------------------------------------------------------------------
+    @property
+    def core(self) -> Environment | None:
+        """The core environment of the current episode (None before the first reset)."""
+        return self._env
+
+    def _check_open(self) -> None:
+        if self._closed_reason is not None:
+            raise RequestError("SessionClosed", f"{self._closed_reason}; open a new session", 410)
+
+
+def scalar_reward(breakdown: dict[str, Any]) -> float | None:
+    for key in SCALAR_REWARD_KEYS:
+        value = breakdown.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None

@@ -1,0 +1,271 @@
+"""The MCP face: SchemaShift episodes for any MCP-capable agent, one environment per MCP session.
+
+OpenEnv's own `/mcp` route speaks JSON-RPC without the MCP handshake, so standard MCP clients
+cannot use it; this is a FastMCP server (streamable HTTP) mounted in the same app. Its tools:
+
+- `reset(scenario, seed, ruleset)` starts an episode and returns the first observation;
+- one tool per endpoint in the documentation the ruleset shows the agent, named
+  `<tool>__<endpoint>`, with a JSON schema built from that documentation (legacy: the live
+  schema; a ruleset whose documentation goes stale lists the stale endpoints). A call of an
+  endpoint name that is no longer valid still reaches the simulated API, so it fails with that
+  API's own error;
+- `inspect_schema`, `report_drift`, and `complete_task`, whose result carries the grade.
+
+Every call is one environment step, exactly as the action it stands for.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import mcp.types as mt
+from fastmcp import Context, FastMCP
+from fastmcp.exceptions import ToolError
+from fastmcp.server.dependencies import get_context
+from fastmcp.server.providers import Provider
+from fastmcp.tools import Tool
+from fastmcp.tools.base import ToolResult
+
+from schemashift.env import Environment, EpisodeStateError, InvalidAction, get_ruleset
+from schemashift.server.environment import DEFAULT_RULESET, request_error
+
+ENDPOINT_SEPARATOR = "__"
+JSON_TYPES = {
+    "str": "string",
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "list": "array",
+    "dict": "object",
+}
+
+
+class McpEpisode:
+    """The environment of one MCP session."""
+
+    def __init__(self) -> None:
+        self.envs: dict[str, Environment] = {}
+        self.env: Environment | None = None
+        self.last_active = time.monotonic()
+        self.docs: Any = None
+
+    def reset(self, scenario: str | None, seed: int, ruleset: str) -> dict[str, Any]:
+        env = self.envs.get(ruleset)
+        if env is None:
+            env = self.envs[ruleset] = Environment(get_ruleset(ruleset))
+        view = env.reset(env.ruleset.scenario_ids()[0] if scenario is None else scenario, seed)
+        self.env = env
+        return view
+
+    def step(self, action: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        if self.env is None:
+            raise EpisodeStateError("Call the reset tool before any other tool.")
+        return self.env.step(action)
+
+    def documentation(self) -> dict[str, dict[str, Any]]:
+        """The endpoint documentation the ruleset currently shows the agent."""
+        env = self.env
+        if env is None or env.episode is None:
+            return {}
+        return env.ruleset.documentation(env.episode)
+
+
+class Sessions:
+    """MCP sessions and their episodes, bounded in number and reaped when idle."""
+
+    def __init__(self, max_sessions: int, idle_timeout_s: float | None) -> None:
+        self.max_sessions = max_sessions
+        self.idle_timeout_s = idle_timeout_s
+        self._episodes: dict[str, McpEpisode] = {}
+        self._lock = threading.Lock()
+
+    def get(self, session_id: str, create: bool = False) -> McpEpisode | None:
+        now = time.monotonic()
+        with self._lock:
+            self._reap(now)
+            episode = self._episodes.get(session_id)
+            if episode is None and create:
+                if len(self._episodes) >= self.max_sessions:
+                    raise ToolError(
+                        f"CapacityReached: the server holds {self.max_sessions} MCP sessions already; "
+                        "try again later"
+                    )
+                episode = self._episodes[session_id] = McpEpisode()
+            if episode is not None:
+                episode.last_active = now
+            return episode
+
+    def __len__(self) -> int:
+        return len(self._episodes)
+
+    def _reap(self, now: float) -> None:
+        if self.idle_timeout_s is None:
+            return
+        stale = [sid for sid, ep in self._episodes.items() if now - ep.last_active > self.idle_timeout_s]
+        for sid in stale:
+            del self._episodes[sid]
+
+
+def endpoint_schema(doc: dict[str, Any]) -> dict[str, Any]:
+    """A JSON schema for an endpoint's params from its documentation entry."""
+    properties = {}
+    for name, kind in (doc.get("params") or {}).items():
+        json_type = JSON_TYPES.get(kind) if isinstance(kind, str) else None
+        properties[name] = {"type": json_type} if json_type else {}
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": True}
+    required = [name for name in doc.get("required") or () if name in properties]
+    if required:
+        schema["required"] = required
+    return schema
+
+
+class EndpointTool(Tool):
+    """One endpoint of a simulated API; a call is a `call_tool` step of the session's episode."""
+
+    api: str
+    endpoint: str
+    sessions: Any
+
+    async def run(self, arguments: dict[str, Any]) -> ToolResult:
+        episode = self.sessions.get(get_context().session_id)
+        if episode is None:
+            raise ToolError("EpisodeStateError: Call the reset tool before any other tool.")
+        action = {
+            "type": "call_tool",
+            "tool_call": {"tool": self.api, "endpoint": self.endpoint, "params": arguments},
+        }
+        result = await step_and_notify(episode, action)
+        response = result["response"]
+        if response is not None and not response.get("ok", True):
+            raise ToolError(f"{self.api}.{self.endpoint} failed: {json.dumps(response, default=str)}")
+        return ToolResult(structured_content=result)
+
+
+class EndpointTools(Provider):
+    """Lists the endpoint tools of the calling session's current documentation."""
+
+    def __init__(self, sessions: Sessions) -> None:
+        super().__init__()
+        self.sessions = sessions
+
+    def _episode(self) -> McpEpisode | None:
+        try:
+            return self.sessions.get(get_context().session_id)
+        except RuntimeError:
+            return None
+
+    async def _list_tools(self) -> Sequence[Tool]:
+        episode = self._episode()
+        if episode is None:
+            return []
+        tools = []
+        for api, endpoints in episode.documentation().items():
+            for endpoint, doc in endpoints.items():
+                tools.append(self._tool(api, endpoint, doc))
+        return tools
+
+    async def _get_tool(self, name: str, version: Any = None) -> Tool | None:
+        api, sep, endpoint = name.partition(ENDPOINT_SEPARATOR)
+        episode = self._episode()
+        if not sep or not endpoint or episode is None or episode.env is None:
+            return None
+        if api not in episode.env.ruleset.tool_names:
+            return None
+        doc = episode.documentation().get(api, {}).get(endpoint, {})
+        return self._tool(api, endpoint, doc)
+
+    def _tool(self, api: str, endpoint: str, doc: dict[str, Any]) -> EndpointTool:
+        return EndpointTool(
+            name=f"{api}{ENDPOINT_SEPARATOR}{endpoint}",
+            description=f"Call {api}.{endpoint} (one environment step).",
+            parameters=endpoint_schema(doc),
+            api=api,
+            endpoint=endpoint,
+            sessions=self.sessions,
+        )
+
+
+def play(episode: McpEpisode, action: dict[str, Any]) -> dict[str, Any]:
+    """One step; returns what a tool call answers (plus the grade once the episode is done)."""
+    try:
+        view, breakdown = episode.step(action)
+    except (InvalidAction, EpisodeStateError, ValueError) as exc:
+        raise ToolError(str(request_error(exc))) from None
+    result = {
+        "step": view.get("step"),
+        "response": episode.env.episode.history[-1]["response"],
+        "feedback": view.get("feedback"),
+        "reward": breakdown,
+        "done": view["done"],
+    }
+    if view["done"]:
+        env = episode.env
+        result["grade"] = env.ruleset.summary(env.episode)
+    return result
+
+
+async def step_and_notify(episode: McpEpisode, action: dict[str, Any]) -> dict[str, Any]:
+    """`play`, then tell the client when the documented endpoints (so the tool list) changed."""
+    result = play(episode, action)
+    docs = episode.documentation()
+    if docs is not episode.docs:
+        episode.docs = docs
+        await get_context().send_notification(mt.ToolListChangedNotification())
+    return result
+
+
+def build_mcp(max_sessions: int, idle_timeout_s: float | None) -> FastMCP:
+    sessions = Sessions(max_sessions, idle_timeout_s)
+    server = FastMCP("schemashift", providers=[EndpointTools(sessions)])
+    server.sessions = sessions  # type: ignore[attr-defined]
+
+    def episode_of(ctx: Context) -> McpEpisode:
+        episode = sessions.get(ctx.session_id)
+        if episode is None or episode.env is None:
+            raise ToolError("EpisodeStateError: Call the reset tool before any other tool.")
+        return episode
+
+    @server.tool
+    async def reset(
+        ctx: Context, scenario: str | None = None, seed: int = 0, ruleset: str = DEFAULT_RULESET
+    ) -> dict:
+        """Start an episode of `scenario` (default: the ruleset's first) with `seed` under `ruleset`.
+
+        Returns the first observation: the task, its success criteria and the API documentation.
+        """
+        episode = sessions.get(ctx.session_id, create=True)
+        try:
+            view = episode.reset(scenario, seed, ruleset)
+        except (KeyError, ValueError) as exc:
+            raise ToolError(str(request_error(exc))) from None
+        episode.docs = episode.documentation()
+        await ctx.send_notification(mt.ToolListChangedNotification())
+        return view
+
+    @server.tool
+    async def inspect_schema(ctx: Context, tool: str) -> dict:
+        """Read the live schema of an API (`mail`, `calendar`, `crm`), as it is now."""
+        episode = episode_of(ctx)
+        return await step_and_notify(episode, {"type": "inspect_schema", "inspect": {"tool": tool}})
+
+    @server.tool
+    async def report_drift(ctx: Context, tool: str, drift_kind: str, description: str) -> dict:
+        """Report a schema drift you noticed on `tool`, naming its kind and what changed."""
+        episode = episode_of(ctx)
+        action = {
+            "type": "report_drift",
+            "report": {"tool": tool, "drift_kind": drift_kind, "description": description},
+        }
+        return await step_and_notify(episode, action)
+
+    @server.tool
+    async def complete_task(ctx: Context, summary: str) -> dict:
+        """Declare the task finished; the result carries the episode's grade."""
+        episode = episode_of(ctx)
+        return await step_and_notify(episode, {"type": "complete_task", "complete": {"summary": summary}})
+
+    return server

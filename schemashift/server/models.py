@@ -1,0 +1,82 @@
+"""The wire types: pydantic Action, Observation and State for OpenEnv clients and servers.
+
+The Action mirrors the environment's action JSON (a `type` plus its sub-object) so that any
+OpenEnv client can build one; `text` carries a model's raw output instead, which the server
+parses exactly as the in-process environment does, so remote and in-process episodes agree on
+every invalid action too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openenv.core.env_server.types import Action, Observation, State
+from pydantic import Field, model_validator
+
+from schemashift.env.actions import SUBOBJECT
+
+#: the Action fields that hold an action's sub-object, by name
+SUBOBJECT_FIELDS = tuple(SUBOBJECT.values())
+
+
+class SchemaShiftAction(Action):
+    """One agent action: `type` and its sub-object, or `text` holding the action as JSON text."""
+
+    type: str | None = Field(default=None, description=f"one of {list(SUBOBJECT)}")
+    tool_call: dict[str, Any] | None = Field(default=None, description="call_tool: tool, endpoint, params")
+    inspect: dict[str, Any] | None = Field(default=None, description="inspect_schema: tool")
+    retry: dict[str, Any] | None = Field(
+        default=None, description="retry_with_variant: tool, endpoint, params"
+    )
+    report: dict[str, Any] | None = Field(
+        default=None, description="report_drift: tool, drift_kind, description"
+    )
+    complete: dict[str, Any] | None = Field(default=None, description="complete_task: summary")
+    text: str | None = Field(default=None, description="the action as JSON text (a model's raw output)")
+    tokens_used: int = Field(default=0, ge=0, description="tokens the policy spent on this decision")
+
+    @model_validator(mode="after")
+    def _type_or_text(self) -> SchemaShiftAction:
+        if (self.type is None) == (self.text is None):
+            raise ValueError("give exactly one of 'type' (with its sub-object) or 'text'")
+        return self
+
+    def payload(self) -> Any:
+        """What the environment core validates: the action dict, or the raw text."""
+        if self.text is not None:
+            return self.text
+        action: dict[str, Any] = {"type": self.type}
+        for name in SUBOBJECT_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                action[name] = value
+        return action
+
+
+class SchemaShiftObservation(Observation):
+    """What the agent sees after reset or a step, plus the step's reward breakdown.
+
+    `outcome` stays empty until the episode is done; then it holds the task facts, the
+    ruleset's summary, the per-drift rows and the step history that the episode records need.
+    """
+
+    view: dict[str, Any] = Field(default_factory=dict, description="the ruleset's observation")
+    view_delta: dict[str, Any] | None = Field(
+        default=None,
+        description="instead of `view`, in sessions reset with view_delta=true: what changed since the "
+        "previous observation (see schemashift.rollout.wire)",
+    )
+    reward_breakdown: dict[str, Any] | None = Field(default=None, description="the step's full reward")
+    outcome: dict[str, Any] | None = Field(default=None, description="records of a finished episode")
+
+
+class SchemaShiftState(State):
+    """Episode bookkeeping safe to show an agent: no ground truth, no drift plan."""
+
+    ruleset: str | None = None
+    scenario: str | None = None
+    seed: int | None = None
+    done: bool = False
+    max_steps: int | None = None
+    token_budget_remaining: int | None = None
+    drifts_fired: int = 0
