@@ -214,4 +214,8 @@ def grpo_kwargs(run: TrainRun, output_dir: str, *, use_cpu: bool, use_vllm: bool
         kwargs["vllm_gpu_memory_utilization"] = run["vllm_gpu_memory_utilization"]
     if run["push_to_hub"]:
         kwargs["hub_model_id"] = run["hub_model_id"]
+    if run["report_to"] == "trackio":
+        # Local and offline: logs under $TRACKIO_DIR, no Space.
+        kwargs["project"] = f"schemashift-{run.name}"
+        kwargs["trackio_space_id"] = None
     return kwargs
