@@ -79,7 +79,11 @@ def test_trackio_logs_locally_under_the_runs_project():
     config = copy.deepcopy(CONFIG)
     config["train"]["runs"]["run1"]["overrides"] = {"report_to": "trackio"}
     grpo = grpo_kwargs(resolve_run(config, "run1"), "out", use_cpu=True, use_vllm=False)
-    assert (grpo["report_to"], grpo["project"], grpo["trackio_space_id"]) == ("trackio", "schemashift-run1", None)
+    assert (grpo["report_to"], grpo["project"], grpo["trackio_space_id"]) == (
+        "trackio",
+        "schemashift-run1",
+        None,
+    )
 
 
 def test_precedence_is_defaults_then_config_defaults_then_run_then_command_line():
