@@ -81,6 +81,8 @@ class ClosedLoopRollout:
         self.context = context or RunContext(run_id=uuid.uuid4().hex, policy="grpo-rollout")
         #: outcome rows of the episodes played since the last `drain()` (for the training metrics)
         self.finished: list[dict[str, Any]] = []
+        #: the trainer's vLLM generation engine while a call uses it (colocate mode)
+        self._vllm: Any = None
 
     # -- text <-> tokens -----------------------------------------------------------------------------
     def _render(self, messages: list[dict[str, Any]]) -> str:
@@ -147,6 +149,11 @@ class ClosedLoopRollout:
         play.rendered = rendered
 
     def _generate(self, model: Any, sequences: list[list[int]]) -> list[list[int]]:
+        """One turn for every running episode: vLLM's engine where the trainer has one (its
+        `max_completion_length` is the per-turn limit), else the model's own `generate`."""
+        if self._vllm is not None:
+            _, completions, _, _ = self._vllm.generate(prompts=sequences, images=None, num_generations=1)
+            return [self._cut(list(row)) for row in completions]
         import torch
 
         pad = self.tokenizer.pad_token_id
@@ -167,11 +174,12 @@ class ClosedLoopRollout:
                 eos_token_id=sorted(self._stop_ids),
                 pad_token_id=pad,
             )
-        turns = []
-        for row in output[:, width:].tolist():
-            cut = next((i + 1 for i, token in enumerate(row) if token in self._stop_ids), len(row))
-            turns.append(row[:cut])
-        return turns
+        return [self._cut(row) for row in output[:, width:].tolist()]
+
+    def _cut(self, row: list[int]) -> list[int]:
+        """The turn up to and including its first stop token."""
+        cut = next((i + 1 for i, token in enumerate(row) if token in self._stop_ids), len(row))
+        return row[:cut][: self.max_turn_tokens]
 
     def play(self, model: Any, prompts: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """Play one episode per prompt in lockstep; the rollout_func result for TRL."""
@@ -215,6 +223,13 @@ class ClosedLoopRollout:
         return {i for i in ids if i is not None}
 
     def __call__(self, prompts: list[list[dict[str, Any]]], trainer: Any) -> dict[str, Any]:
+        if getattr(trainer, "use_vllm", False):
+            # TRL has synced the current weights into the colocated engine before calling us.
+            self._vllm = trainer.vllm_generation
+            try:
+                return self.play(None, prompts)
+            finally:
+                self._vllm = None
         from trl.models import unwrap_model_for_generation
 
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:

@@ -201,7 +201,8 @@ def grpo_kwargs(run: TrainRun, output_dir: str, *, use_cpu: bool, use_vllm: bool
         "temperature": run["temperature"],
         "logging_steps": run["logging_steps"],
         "seed": run["seed"],
-        "max_completion_length": run["max_turn_tokens"] * run["max_turns"],
+        # Per turn: the closed-loop rollout generates one turn per call (vLLM reads this limit).
+        "max_completion_length": run["max_turn_tokens"],
         "report_to": run["report_to"],
         "use_cpu": use_cpu,
         "bf16": not use_cpu,
