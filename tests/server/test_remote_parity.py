@@ -91,7 +91,7 @@ def test_the_remote_backend_raises_the_core_exceptions(server_url):
 
 
 def test_unreachable_server_is_a_connection_error():
-    from conftest import free_port
+    from server_support import free_port
 
     backend = RemoteBackend(f"ws://127.0.0.1:{free_port()}", open_timeout_s=2)
     with pytest.raises(ConnectionError, match="cannot reach"):

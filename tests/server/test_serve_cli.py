@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import free_port
 from records import comparable
+from server_support import free_port
 
 from schemashift.env.rulesets import available_rulesets, get_ruleset
 

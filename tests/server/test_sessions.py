@@ -8,8 +8,8 @@ import threading
 
 import httpx
 import pytest
-from conftest import running_server
 from records import as_written
+from server_support import running_server
 from wire import Session
 
 from schemashift.env.rulesets import available_rulesets, get_ruleset

@@ -63,8 +63,8 @@ rule aggregate:
             for name in ("episodes.parquet", "drifts.parquet", "trajectories.jsonl.gz")
         ],
         # model evaluations and training runs, whichever exist (their rules live elsewhere)
-        evaluations=lambda w: [f"{d}/episodes.parquet" for d in evaluation_dirs()],
-        training=lambda w: training_metrics(),
+        evaluations=lambda w: evaluation_inputs(),
+        training=lambda w: training_inputs(),
         expected=rules.expected_cells.output[0],
     output:
         episodes=f"{RESULTS}/episodes.parquet",
@@ -84,7 +84,9 @@ rule aggregate:
         cells=lambda w, input: " ".join(
             sorted({str(Path(f).parent) for f in [*input.cells, *input.evaluations]})
         ),
-        train=lambda w, input: " ".join(sorted({str(Path(f).parent) for f in input.training})),
+        train=lambda w, input: " ".join(
+            sorted({str(Path(f).parent) for f in input.training})
+        ),
     shell:
         "python -m schemashift.cli aggregate --cells {params.cells} --train {params.train} "
         "--out-episodes {output.episodes} --out-drifts {output.drifts} "

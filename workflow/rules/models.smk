@@ -209,3 +209,49 @@ def model_targets():
 def evaluation_targets():
     """The API baselines always; the base models and checkpoints where training is enabled."""
     return api_targets() + (model_targets() if train_enabled() else [])
+
+
+# --- what the aggregation expects and reads -----------------------------------------------------
+
+
+def model_cells():
+    """Expected cells of the model evaluations (for the manifest's coverage): every enabled API
+    baseline, and, where training is enabled, each run's untrained base model (step 0) and its
+    checkpoints, all on every ruleset's evaluation cells."""
+    subjects = [(API_MODELS[name]["policy"], None, None) for name in API_MODELS]
+    if train_enabled():
+        for slug, model in base_models().items():
+            subjects.append((f"hf:{model}", None, 0))
+        for run in train_runs():
+            for step in checkpoint_steps(run):
+                policy, _ = evaluated_model(f"{run}/step-{step}")
+                subjects.append((policy, run, step))
+    cells = [
+        (ruleset, policy, run, step, scenario, seed)
+        for policy, run, step in subjects
+        for ruleset in config["rulesets"]
+        for scenario, seed in evaluation_cells(ruleset)
+    ]
+    return list(dict.fromkeys(cells))
+
+
+def evaluation_inputs():
+    """Model evaluation results the aggregation reads: those this config makes, and any others
+    already under results/eval (from an earlier config or run)."""
+    made = [
+        target for target in evaluation_targets() if target.endswith("episodes.parquet")
+    ]
+    found = [str(path) for path in Path(RESULTS, "eval").glob("**/episodes.parquet")]
+    return sorted(set(made) | set(found))
+
+
+def training_inputs():
+    """Training metrics the aggregation reads: the enabled runs' where training is on, and any
+    that exist."""
+    made = (
+        [f"{RESULTS}/train/{run}/metrics.parquet" for run in train_runs()]
+        if train_enabled()
+        else []
+    )
+    found = [str(path) for path in Path(RESULTS, "train").glob("*/metrics.parquet")]
+    return sorted(set(made) | set(found))

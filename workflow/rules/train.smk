@@ -25,6 +25,8 @@ localrules:
 rule train_config:
     output:
         f"{RESULTS}/train/{{run}}/run-config.json",
+    log:
+        f"{RESULTS}/logs/train/{{run}}.config.log",
     params:
         run=lambda w: run_config(w.run),
     run:
