@@ -1,11 +1,7 @@
-"""A real server for the tests: uvicorn on 127.0.0.1 on a free port, in a background thread."""
+"""Fixtures of the server tests: a real server (uvicorn on 127.0.0.1, a free port) per module."""
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -13,35 +9,7 @@ import pytest
 pytest.importorskip("openenv")
 pytest.importorskip("fastmcp")
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@contextlib.contextmanager
-def running_server(**settings) -> Iterator[str]:
-    """Serve `build_app(**settings)`; yields the base URL and stops the server afterwards."""
-    import uvicorn
-
-    from schemashift.server.app import build_app
-
-    port = free_port()
-    config = uvicorn.Config(build_app(**settings), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+from server_support import running_server  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import free_port
-from records import as_written
+from server_support import as_written, free_port
 
 from schemashift.env.rulesets import available_rulesets, get_ruleset
 from schemashift.policies import make_policy

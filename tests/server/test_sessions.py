@@ -8,9 +8,7 @@ import threading
 
 import httpx
 import pytest
-from conftest import running_server
-from records import as_written
-from wire import Session
+from server_support import Session, as_written, running_server
 
 from schemashift.env.rulesets import available_rulesets, get_ruleset
 from schemashift.policies import make_policy
