@@ -113,7 +113,13 @@ class RemoteBackend:
 
     def reset(self, ruleset: str, scenario: str, seed: int) -> dict[str, Any]:
         self._outcome = None
-        request = {"ruleset": ruleset, "scenario": scenario, "seed": seed, "view_delta": True}
+        request = {
+            "ruleset": ruleset,
+            "scenario": scenario,
+            "seed": seed,
+            "view_delta": True,
+            "outcome": True,
+        }
         data = self._request("reset", request)
         return self._views.decode(data["observation"]["view_delta"])
 

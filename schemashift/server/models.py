@@ -60,8 +60,9 @@ class SchemaShiftAction(Action):
 class SchemaShiftObservation(Observation):
     """What the agent sees after reset or a step, plus the step's reward breakdown.
 
-    `outcome` stays empty until the episode is done; then it holds the task facts, the
-    ruleset's summary, the per-drift rows and the step history that the episode records need.
+    `outcome` stays empty until the episode is done; then, in sessions reset with outcome=true,
+    it holds the task facts, the ruleset's summary, the per-drift rows and the step history that
+    the episode records need.
     """
 
     view: dict[str, Any] = Field(default_factory=dict, description="the ruleset's observation")
