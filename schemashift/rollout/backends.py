@@ -114,7 +114,13 @@ class RemoteBackend:
 
     def reset(self, ruleset: str, scenario: str, seed: int) -> dict[str, Any]:
         self._outcome = None
-        request = {"ruleset": ruleset, "scenario": scenario, "seed": seed, "view_delta": True}
+        request = {
+            "ruleset": ruleset,
+            "scenario": scenario,
+            "seed": seed,
+            "view_delta": True,
+            "outcome": True,
+        }
         data = self._request("reset", request)
         return self._views.decode(data["observation"]["view_delta"])
 
@@ -181,7 +187,8 @@ def remote_exception(error: dict[str, Any]) -> Exception:
 
 def wire_action(action: Any) -> dict[str, Any]:
     """An action as the server's Action model takes it: its fields when it is a well-formed
-    action dict, else its JSON text, which the server validates exactly as in-process."""
+    action dict, else `raw`, the value as is, which the server validates exactly as in-process
+    (values JSON cannot carry go as their text)."""
     if (
         type(action) is dict
         and isinstance(action.get("type"), str)
@@ -189,14 +196,20 @@ def wire_action(action: Any) -> dict[str, Any]:
         and all(type(action.get(key)) in (dict, type(None)) for key in SUBOBJECT.values())
     ):
         return action
-    if isinstance(action, str):
-        return {"text": action}
     if isinstance(action, bytes):
-        return {"text": action.decode("utf-8", "replace")}
+        return {"raw": action.decode("utf-8", "replace")}
     try:
-        return {"text": json.dumps(action, ensure_ascii=False)}
+        json.dumps(action, allow_nan=False)
     except (TypeError, ValueError):
-        return {"text": repr(action)}
+        return {"raw": _as_json_text(action)}
+    return {"raw": action}
+
+
+def _as_json_text(action: Any) -> str:
+    try:
+        return json.dumps(action, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(action)
 
 
 def websocket_url(url: str) -> str:

@@ -2,13 +2,15 @@
 
 Routes (OpenEnv's): `/ws` (one episode per WebSocket session), `/reset` `/step` `/state`
 (stateless HTTP: each request gets a fresh environment), `/health`, `/metadata`, `/schema`, `/mcp`
-(OpenEnv JSON-RPC); ours: `/agent/mcp` (MCP over streamable HTTP, one episode per MCP session).
+(OpenEnv JSON-RPC); ours: `/agent/mcp` (MCP over streamable HTTP, one episode per MCP session,
+built on its first request).
 `python -m schemashift.server.app` and `schemashift serve` run it with uvicorn.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -57,19 +59,72 @@ def build_app(
     async def request_error(_: Request, exc: RequestError) -> JSONResponse:
         return JSONResponse(status_code=exc.status, content={"detail": str(exc), "kind": exc.kind})
 
-    from schemashift.server.mcp import build_mcp
-
-    mcp_app = build_mcp(max_sessions, session_timeout_s).http_app(path="/mcp")
-    app.mount(MCP_MOUNT, mcp_app)
+    mcp = LazyMcp(max_sessions, session_timeout_s)
+    app.mount(MCP_MOUNT, mcp)
     openenv_lifespan = app.router.lifespan_context
 
     @contextlib.asynccontextmanager
     async def lifespan(asgi_app: Any):
-        async with mcp_app.lifespan(asgi_app), openenv_lifespan(asgi_app):
-            yield
+        async with openenv_lifespan(asgi_app):
+            try:
+                yield
+            finally:
+                await mcp.stop()
 
     app.router.lifespan_context = lifespan
     return WireLimits(app, max_message_bytes, max_depth, body_checks={"/step": check_step_body})
+
+
+class LazyMcp:
+    """The MCP face, built on its first request: importing FastMCP's server takes about as long
+    as the rest of the start-up, and a server that no MCP client uses should not wait for it.
+
+    The MCP app's lifespan (its session manager) runs in a task of its own, entered and left in
+    that task as anyio requires, from the first request until the server shuts down.
+    """
+
+    def __init__(self, max_sessions: int, session_timeout_s: float | None) -> None:
+        self.max_sessions = max_sessions
+        self.session_timeout_s = session_timeout_s
+        self.app: Any = None
+        self._starting: asyncio.Lock | None = None
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if self.app is None:
+            await self._start()
+        await self.app(scope, receive, send)
+
+    async def _start(self) -> None:
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            if self.app is not None:
+                return
+            from schemashift.server.mcp import build_mcp
+
+            app = build_mcp(self.max_sessions, self.session_timeout_s).http_app(path="/mcp")
+            ready = asyncio.Event()
+
+            async def run_lifespan() -> None:
+                async with app.lifespan(app):
+                    ready.set()
+                    await self._stop.wait()
+
+            self._task = asyncio.create_task(run_lifespan())
+            waiter = asyncio.create_task(ready.wait())
+            await asyncio.wait([self._task, waiter], return_when=asyncio.FIRST_COMPLETED)
+            if not ready.is_set():
+                waiter.cancel()
+                await self._task  # raises the lifespan's error
+            self.app = app
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._stop.set()
+            await self._task
+            self._task = None
 
 
 def check_step_body(body: bytes) -> tuple[int, Any] | None:

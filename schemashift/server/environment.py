@@ -62,6 +62,7 @@ class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftOb
         self._env: Environment | None = None
         self._closed_reason: str | None = None
         self._encoder: ViewEncoder | None = None
+        self._with_outcome = False
 
     # -- OpenEnv interface ---------------------------------------------------------------------------
     def reset(
@@ -71,17 +72,21 @@ class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftOb
         scenario: str | None = None,
         ruleset: str | None = None,
         view_delta: bool = False,
+        outcome: bool = False,
         **kwargs: Any,
     ) -> SchemaShiftObservation:
-        """Start an episode. `view_delta=True` makes this session's observations deltas."""
+        """Start an episode. `view_delta=True` makes this session's observations deltas;
+        `outcome=True` adds the records' outcome to the episode's last observation."""
         self._check_open()
         if kwargs:
             raise RequestError(
                 "ValueError",
-                f"unknown reset parameters {sorted(kwargs)}; expected scenario, seed, ruleset, view_delta",
+                f"unknown reset parameters {sorted(kwargs)}; "
+                "expected scenario, seed, ruleset, episode_id, view_delta, outcome",
             )
-        if not isinstance(view_delta, bool):
-            raise RequestError("ValueError", f"view_delta must be true or false, got {view_delta!r}")
+        for name, flag in (("view_delta", view_delta), ("outcome", outcome)):
+            if not isinstance(flag, bool):
+                raise RequestError("ValueError", f"{name} must be true or false, got {flag!r}")
         name = DEFAULT_RULESET if ruleset is None else ruleset
         if not isinstance(name, str):
             raise RequestError("ValueError", f"ruleset must be a string, got {type(name).__name__}")
@@ -100,6 +105,7 @@ class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftOb
             raise request_error(exc) from None
         self._env = env
         self._encoder = ViewEncoder() if view_delta else None
+        self._with_outcome = outcome
         return self._observation(view, False, None, None, None)
 
     def step(
@@ -115,7 +121,11 @@ class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftOb
             raise request_error(exc) from None
         done = bool(view["done"])
         return self._observation(
-            view, done, scalar_reward(breakdown), breakdown, episode_outcome(env) if done else None
+            view,
+            done,
+            scalar_reward(breakdown),
+            breakdown,
+            episode_outcome(env) if done and self._with_outcome else None,
         )
 
     def _observation(self, view, done, reward, breakdown, outcome) -> SchemaShiftObservation:
@@ -140,9 +150,10 @@ class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftOb
         scenario: str | None = None,
         ruleset: str | None = None,
         view_delta: bool = False,
+        outcome: bool = False,
         **kwargs: Any,
     ) -> SchemaShiftObservation:
-        return self.reset(seed, episode_id, scenario, ruleset, view_delta, **kwargs)
+        return self.reset(seed, episode_id, scenario, ruleset, view_delta, outcome, **kwargs)
 
     async def step_async(
         self, action: SchemaShiftAction, timeout_s: float | None = None, **kwargs: Any

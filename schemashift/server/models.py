@@ -1,9 +1,9 @@
 """The wire types: pydantic Action, Observation and State for OpenEnv clients and servers.
 
 The Action mirrors the environment's action JSON (a `type` plus its sub-object) so that any
-OpenEnv client can build one; `text` carries a model's raw output instead, which the server
-parses exactly as the in-process environment does, so remote and in-process episodes agree on
-every invalid action too.
+OpenEnv client can build one; `raw` carries anything else a policy produced (a model's text, a
+malformed object) as is, and the server hands it to the environment core unchanged, so remote
+and in-process episodes agree on every invalid action too.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ SUBOBJECT_FIELDS = tuple(SUBOBJECT.values())
 
 
 class SchemaShiftAction(Action):
-    """One agent action: `type` and its sub-object, or `text` holding the action as JSON text."""
+    """One agent action: `type` and its sub-object, or `raw`: what the policy produced, as is."""
 
     type: str | None = Field(default=None, description=f"one of {list(SUBOBJECT)}")
     tool_call: dict[str, Any] | None = Field(default=None, description="call_tool: tool, endpoint, params")
@@ -32,19 +32,23 @@ class SchemaShiftAction(Action):
         default=None, description="report_drift: tool, drift_kind, description"
     )
     complete: dict[str, Any] | None = Field(default=None, description="complete_task: summary")
-    text: str | None = Field(default=None, description="the action as JSON text (a model's raw output)")
+    raw: Any = Field(
+        default=None,
+        description="the policy's output as is (JSON text or any JSON value), validated by the server",
+    )
     tokens_used: int = Field(default=0, ge=0, description="tokens the policy spent on this decision")
 
     @model_validator(mode="after")
-    def _type_or_text(self) -> SchemaShiftAction:
-        if (self.type is None) == (self.text is None):
-            raise ValueError("give exactly one of 'type' (with its sub-object) or 'text'")
+    def _type_or_raw(self) -> SchemaShiftAction:
+        # `raw` may be a JSON null, so its presence is whether it was given at all.
+        if (self.type is None) == ("raw" not in self.model_fields_set):
+            raise ValueError("give exactly one of 'type' (with its sub-object) or 'raw'")
         return self
 
     def payload(self) -> Any:
-        """What the environment core validates: the action dict, or the raw text."""
-        if self.text is not None:
-            return self.text
+        """What the environment core validates: the action dict, or the raw output."""
+        if self.type is None:
+            return self.raw
         action: dict[str, Any] = {"type": self.type}
         for name in SUBOBJECT_FIELDS:
             value = getattr(self, name)
@@ -56,8 +60,9 @@ class SchemaShiftAction(Action):
 class SchemaShiftObservation(Observation):
     """What the agent sees after reset or a step, plus the step's reward breakdown.
 
-    `outcome` stays empty until the episode is done; then it holds the task facts, the
-    ruleset's summary, the per-drift rows and the step history that the episode records need.
+    `outcome` stays empty until the episode is done; then, in sessions reset with outcome=true,
+    it holds the task facts, the ruleset's summary, the per-drift rows and the step history that
+    the episode records need.
     """
 
     view: dict[str, Any] = Field(default_factory=dict, description="the ruleset's observation")

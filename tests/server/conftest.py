@@ -1,4 +1,4 @@
-"""A real server for the tests: uvicorn on 127.0.0.1 on a free port, in a background thread."""
+"""Fixtures of the server tests: a real server (uvicorn on 127.0.0.1, a free port) per module."""
 
 from __future__ import annotations
 

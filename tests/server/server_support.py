@@ -1,14 +1,17 @@
-"""Helpers of the server tests: a free loopback port, and a real server (uvicorn on 127.0.0.1 in a
-background thread). A module of its own, so that test files import it by a name no other
-directory's conftest shares."""
+"""Helpers of the server tests: a real server on a free port, record comparison, raw sessions."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
+
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
 
 def free_port() -> int:
@@ -39,3 +42,51 @@ def running_server(**settings) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+#: columns that may differ between two plays of the same cell
+VOLATILE = frozenset({"run_id", "wall_s"})
+
+
+def comparable(value: Any) -> Any:
+    """A record as it is written (JSON types), without its volatile columns."""
+    if isinstance(value, dict):
+        return {k: comparable(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, (list, tuple)):
+        return [comparable(v) for v in value]
+    return value
+
+
+def as_written(results) -> list[dict[str, Any]]:
+    return [
+        json.loads(
+            json.dumps(comparable({"record": r.record, "drifts": r.drifts, "trajectory": r.trajectory}))
+        )
+        for r in results
+    ]
+
+
+class Session:
+    def __init__(self, base_url: str) -> None:
+        url = base_url.replace("http://", "ws://") + "/ws"
+        self.ws = connect(url, max_size=None, proxy=None, open_timeout=10).__enter__()
+
+    def send_raw(self, frame: str | bytes) -> dict[str, Any]:
+        try:
+            self.ws.send(frame)
+        except ConnectionClosed:
+            pass  # a refused session sends its error frame, then closes: read that frame below
+        return json.loads(self.ws.recv(timeout=30))
+
+    def send(self, kind: str, data: Any = None) -> dict[str, Any]:
+        message = {"type": kind} if data is None else {"type": kind, "data": data}
+        return self.send_raw(json.dumps(message))
+
+    def close(self) -> None:
+        self.ws.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -7,7 +7,7 @@ import json
 
 import httpx
 import pytest
-from wire import Session
+from server_support import Session
 
 from schemashift.env.rulesets import get_ruleset
 from schemashift.policies import make_policy
@@ -125,7 +125,7 @@ def test_http_reset_and_state_work(server_url):
 
 
 def test_an_episode_next_to_a_flood_of_bad_input_is_unaffected(server_url):
-    from records import as_written
+    from server_support import as_written
 
     from schemashift.rollout.backends import InProcessBackend, RemoteBackend
     from schemashift.rollout.runner import Cell, RunContext, play_episode

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from records import as_written
+from server_support import as_written, free_port
 
 from schemashift.env.rulesets import available_rulesets, get_ruleset
 from schemashift.policies import make_policy
@@ -91,7 +91,6 @@ def test_the_remote_backend_raises_the_core_exceptions(server_url):
 
 
 def test_unreachable_server_is_a_connection_error():
-    from server_support import free_port
 
     backend = RemoteBackend(f"ws://127.0.0.1:{free_port()}", open_timeout_s=2)
     with pytest.raises(ConnectionError, match="cannot reach"):

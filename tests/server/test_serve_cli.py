@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from records import comparable
-from server_support import free_port
+from server_support import comparable, free_port
 
 from schemashift.env.rulesets import available_rulesets, get_ruleset
 

@@ -8,9 +8,7 @@ import threading
 
 import httpx
 import pytest
-from records import as_written
-from server_support import running_server
-from wire import Session
+from server_support import Session, as_written, running_server
 
 from schemashift.env.rulesets import available_rulesets, get_ruleset
 from schemashift.policies import make_policy
@@ -116,7 +114,7 @@ def test_state_shows_no_ground_truth_and_no_drift_plan(server_url):
     task = ruleset.build_task(scenario, 0)
     secrets = {json.dumps(spec.to_dict(), sort_keys=True) for spec in task.drift_plan}
     with Session(server_url) as session:
-        session.send("reset", {"scenario": scenario, "seed": 0})
+        session.send("reset", {"scenario": scenario, "seed": 0, "outcome": True})
         first = session.send("step", {"type": "inspect_schema", "inspect": {"tool": task.tools[0]}})
         state = session.send("state")["data"]
         http_state = httpx.get(f"{server_url}/state").json()
@@ -127,7 +125,7 @@ def test_state_shows_no_ground_truth_and_no_drift_plan(server_url):
     }  # fmt: skip
     text = json.dumps(state)
     assert "ground_truth" not in text and "drift_plan" not in text and "fires_at_step" not in text
-    # Before the end, observations carry no outcome (the outcome holds the whole drift plan).
+    # Before the end, observations carry no outcome, even when asked for (it holds the drift plan).
     assert first["data"]["observation"]["outcome"] is None
     assert not any(secret in json.dumps(first, sort_keys=True) for secret in secrets)
 
@@ -142,7 +140,7 @@ def test_sync_and_async_openenv_clients_play_an_episode(server_url):
     plan = ruleset.solution(ruleset.build_task(scenario, 5))
 
     with SchemaShiftEnv(base_url=server_url).sync() as env:
-        result = env.reset(scenario=scenario, seed=5, ruleset="legacy")
+        result = env.reset(scenario=scenario, seed=5, ruleset="legacy", outcome=True)
         assert result.observation.view["task_id"] == scenario and not result.done
         with pytest.raises(InvalidAction, match="unknown action type"):
             env.step(SchemaShiftAction(type="teleport"))
@@ -155,7 +153,7 @@ def test_sync_and_async_openenv_clients_play_an_episode(server_url):
 
     async def play_async():
         async with SchemaShiftEnv(base_url=server_url.replace("http", "ws")) as env:
-            result = await env.reset(scenario=scenario, seed=5)
+            result = await env.reset(scenario=scenario, seed=5, outcome=True)
             for action in plan:
                 result = await env.step(action)
                 if result.done:
