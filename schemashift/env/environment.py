@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from schemashift.env.actions import Action, InvalidAction, parse_action
@@ -94,13 +93,7 @@ class Environment:
         return rs.observe(ep, feedback), reward
 
 
-def _printable(action: Any) -> str:
-    """An invalid action as text, the form it has on the wire (so remote and in-process records agree)."""
+def _printable(action: Any) -> Any:
     if isinstance(action, bytes):
         return action.decode("utf-8", "replace")
-    if isinstance(action, str):
-        return action
-    try:
-        return json.dumps(action, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(action)
+    return action
