@@ -12,17 +12,20 @@ two alternate within each repeat, so both see the same machine conditions, and t
 prints both figures and the ratio original/ours.
 
 `--ruleset legacy,v1` times several rulesets under the same policy, interleaved the same way,
-and prints each figure and the ratio to the first (v1 draws a fresh world per seed, checks
-types on every call, and grades the final world, so its steps cost more).
+and prints each figure and the ratio to the first (v1 type-checks every call and grades the
+world after every write, so its steps cost more). Passes replay seeds 0.. (tasks cached after
+the first); `--fresh-seeds` plays each episode on a new seed, which adds building the task
+(v1 draws a world and a drift plan per seed).
 
     python benchmarks/step_speed.py [--episodes 3000] [--repeats 7] [--original DIR]
-    python benchmarks/step_speed.py --ruleset legacy,v1
+    python benchmarks/step_speed.py --ruleset legacy,v1 [--fresh-seeds]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import statistics
 import sys
 import time
@@ -39,12 +42,15 @@ WARMUP_EPISODES = 300
 Pass = Callable[[int], tuple[float, int]]
 
 
-def one_pass(env: Environment, policy, scenarios: list[str], episodes: int) -> tuple[float, int]:
+def one_pass(
+    env: Environment, policy, scenarios: list[str], episodes: int, seeds: itertools.count | None = None
+) -> tuple[float, int]:
+    """Episodes on seeds 0, 1, ... (or, with `seeds`, on seeds never played before in this run)."""
     steps = 0
     started = time.perf_counter()
     for i in range(episodes):
         policy.reset()
-        observation = env.reset(scenarios[i % len(scenarios)], i)
+        observation = env.reset(scenarios[i % len(scenarios)], i if seeds is None else next(seeds))
         while not observation["done"]:
             observation, _ = env.step(policy.act(observation))
             steps += 1
@@ -84,6 +90,11 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=3000)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument(
+        "--fresh-seeds",
+        action="store_true",
+        help="play every episode on a new seed, so task construction is timed too (rulesets cache tasks)",
+    )
+    parser.add_argument(
         "--original",
         type=Path,
         metavar="DIR",
@@ -95,7 +106,10 @@ def main() -> None:
     for name in rulesets:
         env = Environment(name)
         label = "ours" if len(rulesets) == 1 else name
-        passes[label] = partial(one_pass, env, make_policy(args.policy, name), env.ruleset.scenario_ids())
+        seeds = itertools.count() if args.fresh_seeds else None
+        passes[label] = partial(
+            one_pass, env, make_policy(args.policy, name), env.ruleset.scenario_ids(), seeds=seeds
+        )
     if args.original is not None:
         if (rulesets, args.policy) != (["legacy"], "policy_aware_heuristic"):
             parser.error("--original compares the legacy ruleset under policy_aware_heuristic only")

@@ -71,6 +71,14 @@ def _set(path: str, value):
     return change
 
 
+def _with_v1(cells):
+    def change(config):
+        config["rulesets"] = ["legacy", "v1"]
+        config["evaluation"]["v1"] = cells
+
+    return change
+
+
 # (change to the test config, what `snakemake -n` must say, whether the schema alone catches it)
 BAD_CONFIGS = {
     "unknown key": (
@@ -98,6 +106,16 @@ BAD_CONFIGS = {
         False,
     ),
     "unknown baseline": (_set("baselines", ["oracle", "nope"]), r"nope", False),
+    "unknown split": (
+        _set("evaluation.legacy", {"scenarios": "all", "seeds": "0", "split": "bogus"}),
+        r"'bogus' is not one of \['train', 'test'\]",
+        True,
+    ),
+    "v1 seeds outside the split": (
+        _with_v1({"scenarios": "all", "seeds": "10000", "split": "test"}),
+        r"are not in split 'test'",
+        False,
+    ),  # fmt: skip
 }
 
 

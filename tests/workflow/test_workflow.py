@@ -159,6 +159,26 @@ def test_embedded_default_has_180_cells(repo_copy):
     assert len(set(cells)) == 180
 
 
+@pytest.mark.timeout(120)
+def test_v1_cells_include_compositions_only_when_asked(repo_copy, tmp_path):
+    config = {**CONFIG, "rulesets": ["v1"], "evaluation": {"v1": {"scenarios": "all", "seeds": "0"}}}
+    plain = tmp_path / "v1.yaml"
+    plain.write_text(yaml.safe_dump(config))
+    config["evaluation"]["v1"]["compositions"] = True
+    composed = tmp_path / "v1-composed.yaml"
+    composed.write_text(yaml.safe_dump(config))
+    planned = {}
+    for name, path in (("plain", plain), ("composed", composed)):
+        _, output = dry_run(repo_copy, "--forceall", configfile=path)
+        planned[name] = {
+            outs[0].split("/")[4] for rule, outs in planned_outputs(output) if rule == "baseline"
+        }
+    assert (
+        "customer_lookup" in planned["plain"] and not {"composed_pair", "composed_triple"} & planned["plain"]
+    )
+    assert planned["composed"] == planned["plain"] | {"composed_pair", "composed_triple"}
+
+
 SINGLE_TARGETS = {
     f"{CELL}/episodes.parquet": {"baseline": 1},
     f"{CELL}/drifts.parquet": {"baseline": 1},

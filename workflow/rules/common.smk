@@ -52,10 +52,24 @@ def evaluation_cells(ruleset):
     if ruleset not in config["evaluation"]:
         raise ValueError(f"config: ruleset {ruleset!r} has no entry under 'evaluation'")
     cells = config["evaluation"][ruleset]
+    ruleset_spec = get_ruleset(ruleset)
+    families = ruleset_spec.scenario_ids()
+    composed = [info.id for info in ruleset_spec.compositions()]
     scenarios = cells["scenarios"]
     text = scenarios if isinstance(scenarios, str) else ",".join(scenarios)
-    ids = parse_scenarios(text, get_ruleset(ruleset).scenario_ids())
-    return [(scenario, seed) for scenario in ids for seed in _seed_list(cells["seeds"])]
+    ids = parse_scenarios(text, families + composed)
+    if scenarios == "all":
+        ids = families + (composed if cells.get("compositions") else [])
+    seeds = _seed_list(cells["seeds"])
+    split = cells.get("split")
+    if ruleset_spec.splits() and split is not None:
+        outside = [seed for seed in seeds if ruleset_spec.split_of(seed) != split]
+        if outside:
+            raise ValueError(
+                f"config: evaluation.{ruleset}.seeds {outside[:5]} are not in split {split!r} "
+                f"({ruleset_spec.splits()[split]})"
+            )
+    return [(scenario, seed) for scenario in ids for seed in seeds]
 
 
 def cell_dir(ruleset, policy, scenario, seed):

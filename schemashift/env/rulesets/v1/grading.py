@@ -1,4 +1,4 @@
-"""v1 grading on the final world state: success criteria and collateral damage.
+"""v1 grading on the final world state: success criteria and collateral damage, per tool.
 
 Every check reads the world as it is now (messages sent, events and contacts as stored), so
 nothing is sticky: a status set wrongly and then fixed counts as fixed, an event created and
@@ -62,69 +62,83 @@ def criterion_met(criterion: dict[str, Any], world: dict[str, Any], summary: str
     raise ValueError(f"unknown criterion kind {kind!r}")
 
 
-def collateral_damage(
-    ground_truth: dict[str, Any], seed_data: dict[str, Any], world: dict[str, Any]
-) -> list[str]:
-    """What the agent broke that the task did not ask for (empty: nothing)."""
-    allowed = ground_truth["allowed"]
-    damage: list[str] = []
-    mail = world.get("mail")
-    if mail is not None:
-        budget = allowed["recipients"]
-        counts: dict[str, int] = {}
-        for message in mail.sent:
-            for to in message["to"]:
-                counts[to] = counts.get(to, 0) + 1
-        for to, n in counts.items():
-            if to not in budget:
-                damage.append(f"mail sent to {to}, whom the task does not name")
-            elif n > budget[to]:
-                damage.append(f"{n} messages sent to {to} (duplicate sends)")
-    mutable = allowed["mutable"]
-    calendar = world.get("calendar")
-    if calendar is not None:
-        current = {e["event_id"]: e for e in calendar.events}
-        seeded = set()
-        for event in seed_data["calendar"]["events"]:
-            eid = event["event_id"]
-            seeded.add(eid)
-            now = current.get(eid)
-            if now is None:
-                if eid not in allowed["deletable"]:
-                    damage.append(f"event {eid} ('{event['title']}') deleted")
-                continue
-            changed = [k for k in now if now[k] != event.get(k)]
-            if changed and not set(changed) <= set(mutable.get(eid, ())):
-                damage.append(f"event {eid} ('{event['title']}') changed: {changed}")
-        people = set(allowed["people"])
-        titles: dict[str, int] = {}
-        for eid, event in current.items():
-            if eid in seeded or event["status"] == "cancelled":
-                continue
-            strangers = sorted(set(event["attendees"]) - people)
-            if strangers:
-                damage.append(f"event {eid} invites {strangers}, whom the task does not name")
-            title = _lower(event["title"])
-            titles[title] = titles.get(title, 0) + 1
-        for title, n in titles.items():
-            if n > allowed["titles"].get(title, 0):
-                damage.append(
-                    f"{n} active events titled '{title}' where the task asks for "
-                    f"{allowed['titles'].get(title, 0)}"
-                )
-    crm = world.get("crm")
-    if crm is not None:
-        current = {c["contact_id"]: c for c in crm.contacts}
-        emails = set()
-        for contact in seed_data["crm"]["contacts"]:
-            cid = contact["contact_id"]
-            emails.add(contact["email"].lower())
-            now = current.get(cid)
-            changed = [k for k in now if now[k] != contact.get(k)] if now else ["deleted"]
-            if changed and not set(changed) <= set(mutable.get(cid, ())):
-                damage.append(f"contact {cid} ({contact['name']}) changed: {changed}")
-        for cid, contact in current.items():
-            if cid not in {c["contact_id"] for c in seed_data["crm"]["contacts"]}:
-                if str(contact["email"]).lower() in emails:
-                    damage.append(f"contact {cid} duplicates the existing contact {contact['email']}")
+#: the tool whose world a criterion reads (None: the completion summary)
+CRITERION_TOOL = {
+    "message": "mail",
+    "event": "calendar",
+    "event_cancelled": "calendar",
+    "contact_status": "crm",
+    "summary": None,
+}
+
+
+def mail_damage(allowed: dict[str, Any], seed_data: dict[str, Any], mail: Any) -> list[str]:
+    budget = allowed["recipients"]
+    counts: dict[str, int] = {}
+    for message in mail.sent:
+        for to in message["to"]:
+            counts[to] = counts.get(to, 0) + 1
+    damage = []
+    for to, n in counts.items():
+        if to not in budget:
+            damage.append(f"mail sent to {to}, whom the task does not name")
+        elif n > budget[to]:
+            damage.append(f"{n} messages sent to {to} (duplicate sends)")
     return damage
+
+
+def calendar_damage(allowed: dict[str, Any], seed_data: dict[str, Any], calendar: Any) -> list[str]:
+    mutable, deletable = allowed["mutable"], allowed["deletable"]
+    current = {e["event_id"]: e for e in calendar.events}
+    damage = []
+    seeded = set()
+    for event in seed_data["events"]:
+        eid = event["event_id"]
+        seeded.add(eid)
+        now = current.get(eid)
+        if now is None:
+            if eid not in deletable:
+                damage.append(f"event {eid} ('{event['title']}') deleted")
+        elif now != event:
+            changed = [k for k in now if now[k] != event.get(k)]
+            if not set(changed) <= set(mutable.get(eid, ())):
+                damage.append(f"event {eid} ('{event['title']}') changed: {changed}")
+    people = allowed["people"]
+    titles: dict[str, int] = {}
+    for eid, event in current.items():
+        if eid in seeded or event["status"] == "cancelled":
+            continue
+        strangers = sorted(set(event["attendees"]) - set(people))
+        if strangers:
+            damage.append(f"event {eid} invites {strangers}, whom the task does not name")
+        title = _lower(event["title"])
+        titles[title] = titles.get(title, 0) + 1
+    for title, n in titles.items():
+        wanted = allowed["titles"].get(title, 0)
+        if n > wanted:
+            damage.append(f"{n} active events titled '{title}' where the task asks for {wanted}")
+    return damage
+
+
+def crm_damage(allowed: dict[str, Any], seed_data: dict[str, Any], crm: Any) -> list[str]:
+    mutable = allowed["mutable"]
+    current = {c["contact_id"]: c for c in crm.contacts}
+    damage = []
+    seeded = {c["contact_id"] for c in seed_data["contacts"]}
+    emails = {c["email"].lower() for c in seed_data["contacts"]}
+    for contact in seed_data["contacts"]:
+        cid = contact["contact_id"]
+        now = current.get(cid)
+        if now == contact:
+            continue
+        changed = [k for k in now if now[k] != contact.get(k)] if now else ["deleted"]
+        if not set(changed) <= set(mutable.get(cid, ())):
+            damage.append(f"contact {cid} ({contact['name']}) changed: {changed}")
+    for cid, contact in current.items():
+        if cid not in seeded and str(contact["email"]).lower() in emails:
+            damage.append(f"contact {cid} duplicates the existing contact {contact['email']}")
+    return damage
+
+
+#: tool -> its collateral-damage check (allowed changes, the tool's seed data, the tool's world)
+DAMAGE_CHECKS = {"mail": mail_damage, "calendar": calendar_damage, "crm": crm_damage}

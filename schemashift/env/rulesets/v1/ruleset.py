@@ -35,7 +35,7 @@ from schemashift.env.rulesets.v1.catalogue import (
     TOOL_WIDE,
     TOOL_WIDE_KINDS,
 )
-from schemashift.env.rulesets.v1.grading import collateral_damage, criterion_met
+from schemashift.env.rulesets.v1.grading import CRITERION_TOOL, DAMAGE_CHECKS, criterion_met
 from schemashift.env.rulesets.v1.tools import API_CLASSES, WRITE_ENDPOINTS
 
 W_COMPLETION, W_DETECTION, W_ADAPTATION, W_EFFICIENCY = 0.40, 0.25, 0.20, 0.15
@@ -151,7 +151,9 @@ class V1Ruleset(Ruleset):
         extra["retired_calls"] = 0
         extra["summary_text"] = None
         extra["known"] = {}
-        extra["dirty"] = False
+        extra["met"] = [False] * len(task.ground_truth["criteria"])
+        extra["damage"] = dict.fromkeys(task.tools, ())
+        extra["dirty"] = {*task.tools, None}
         phi = extra["phi"] = self._progress(ep)[0]
         extra["phi0"] = phi
         extra["training_reward"] = 0.0
@@ -192,7 +194,7 @@ class V1Ruleset(Ruleset):
         if response["ok"]:
             live = api.endpoints.get(action.endpoint)
             if live is not None and (action.tool, live.canonical) in WRITE_ENDPOINTS:
-                ep.extra["dirty"] = True
+                ep.extra["dirty"].add(action.tool)
                 known = ep.extra["known"] = dict(ep.extra["known"])
                 key = _KNOWN_KEYS[(action.tool, live.canonical)]
                 known[key] = known.get(key, 0) + 1
@@ -226,7 +228,7 @@ class V1Ruleset(Ruleset):
 
     def complete(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
         ep.extra["summary_text"] = action.summary if action.present else ""
-        ep.extra["dirty"] = True
+        ep.extra["dirty"].add(None)
         return ok({"completed": True}), "Task marked complete."
 
     def invalid_step(self, ep: Episode, raw: Any, exc: InvalidAction) -> tuple[Response | None, str]:
@@ -286,7 +288,6 @@ class V1Ruleset(Ruleset):
         extra = ep.extra
         if extra["dirty"]:
             extra["phi_now"] = self._progress(ep)[0]
-            extra["dirty"] = False
         phi_now = 0.0 if ep.done else extra.get("phi_now", extra["phi"])
         shaping = GAMMA * phi_now - extra["phi"]
         extra["phi"] = phi_now
@@ -305,12 +306,28 @@ class V1Ruleset(Ruleset):
 
     # -- grading -----------------------------------------------------------------------------------
     def _progress(self, ep: Episode) -> tuple[float, list[bool], list[str]]:
-        """(potential Phi, criteria met, collateral damage) of the current world."""
-        truth = ep.task.ground_truth
-        world = ep.tools
-        summary = ep.extra["summary_text"]
-        met = [criterion_met(c, world, summary) for c in truth["criteria"]]
-        damage = collateral_damage(truth, ep.task.seed_data, world)
+        """(potential Phi, criteria met, collateral damage) of the current world.
+
+        Only the parts that read a tool written since the last call are checked again (None
+        stands for the completion summary).
+        """
+        extra = ep.extra
+        dirty = extra["dirty"]
+        if dirty:
+            truth = ep.task.ground_truth
+            world = ep.tools
+            summary = extra["summary_text"]
+            met = extra["met"]
+            for i, criterion in enumerate(truth["criteria"]):
+                if CRITERION_TOOL[criterion["kind"]] in dirty:
+                    met[i] = criterion_met(criterion, world, summary)
+            damage = extra["damage"]
+            for tool in dirty:
+                if tool is not None:
+                    damage[tool] = DAMAGE_CHECKS[tool](truth["allowed"], ep.task.seed_data[tool], world[tool])
+            extra["dirty"] = set()
+        met = extra["met"]
+        damage = [d for found in extra["damage"].values() for d in found]
         phi = 0.0 if damage else sum(met) / len(met)
         return phi, met, damage
 
