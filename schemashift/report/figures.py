@@ -483,7 +483,9 @@ def coverage_figure(a: Analysis) -> Figure:
         ax.set_facecolor("0.88")  # cells no manifest lists: expected unknown
         for i, j in zip(*np.where(np.isnan(values)), strict=True):
             ax.text(j + 0.5, i + 0.5, notes[i, j], ha="center", va="center", fontsize=8, color="0.2")
-        ax.set_title(f"{ruleset}: coverage per subject and scenario (grey: not in the expected cells)", fontsize=11)
+        ax.set_title(
+            f"{ruleset}: coverage per subject and scenario (grey: not in the expected cells)", fontsize=11
+        )
         ax.tick_params(axis="x", rotation=20)
         ax.tick_params(axis="y", rotation=0)
     figure.suptitle("Coverage of the expected cells (i: infra_error, m: missing)", fontsize=12)

@@ -48,9 +48,19 @@ MODELS = {
     "gpt-4o-mini": {"policy": "openai:gpt-4o-mini", "key_env": "SCHEMASHIFT_FIXTURE_KEY", "params_b": 8},
 }
 RUNS = {
-    "shaped": {"base_model": "qwen-1.5b", "ruleset": "legacy", "split": "train", "reward": "legacy_cumulative"},
+    "shaped": {
+        "base_model": "qwen-1.5b",
+        "ruleset": "legacy",
+        "split": "train",
+        "reward": "legacy_cumulative",
+    },
     "binary": {"base_model": "qwen-1.5b", "ruleset": "legacy", "split": "train", "reward": "binary"},
-    "coder": {"base_model": "qwen-coder-1.5b", "ruleset": "legacy", "split": "train", "reward": "legacy_cumulative"},
+    "coder": {
+        "base_model": "qwen-coder-1.5b",
+        "ruleset": "legacy",
+        "split": "train",
+        "reward": "legacy_cumulative",
+    },
 }
 #: chance that a checkpoint plays the oracle, per run and step (0: the untrained base)
 SKILL = {
@@ -64,14 +74,18 @@ INFRA = {("api", None, "M1_customer_escalation", 1)}
 CONFIG_HASH = "fixture-config"
 
 
-def config(scenarios: tuple[str, ...] = SCENARIOS, rulesets: tuple[str, ...] = ("legacy", "v1")) -> dict[str, Any]:
+def config(
+    scenarios: tuple[str, ...] = SCENARIOS, rulesets: tuple[str, ...] = ("legacy", "v1")
+) -> dict[str, Any]:
     """The workflow configuration the fixture results answer (rulesets limited to installed ones)."""
     rulesets = tuple(r for r in rulesets if r in available_rulesets())
     return {
         "rulesets": list(rulesets),
         "baselines": list(BASELINES),
         "samples": SAMPLES,
-        "evaluation": {r: {"scenarios": list(scenarios), "seeds": f"{SEEDS[0]}-{SEEDS[-1]}"} for r in rulesets},
+        "evaluation": {
+            r: {"scenarios": list(scenarios), "seeds": f"{SEEDS[0]}-{SEEDS[-1]}"} for r in rulesets
+        },
         "models": MODELS,
         "train": {"enabled": False, "defaults": {"save_steps": 25, "max_steps": 100}, "runs": RUNS},
         "containers": {"engine": "none", "base_image": "python:3.11-slim", "apptainer_image": None},
@@ -215,7 +229,10 @@ def _training(results: Path) -> None:
             mean = 0.05 + final * (1 - 2.718 ** (-step / 30)) + rng.gauss(0, 0.06)
             rows.append(_metric_row(run, step, mean, rng))
         if run == "shaped":  # killed after step 60, resumed from checkpoint-50: steps 51-60 rerun
-            rerun = [_metric_row(run, s, rows[s - 1]["reward_mean"] + rng.gauss(0, 0.05), rng) for s in range(51, 61)]
+            rerun = [
+                _metric_row(run, s, rows[s - 1]["reward_mean"] + rng.gauss(0, 0.05), rng)
+                for s in range(51, 61)
+            ]
             for s in range(51, 61):
                 rows[s - 1]["superseded"] = True
             rows += rerun
@@ -254,15 +271,27 @@ def _metric_row(run: str, step: int, mean: float, rng: random.Random) -> dict[st
     }
 
 
-def build(results: Path, scenarios: tuple[str, ...] = SCENARIOS, rulesets: tuple[str, ...] = ("legacy", "v1")) -> Path:
+def build(
+    results: Path, scenarios: tuple[str, ...] = SCENARIOS, rulesets: tuple[str, ...] = ("legacy", "v1")
+) -> Path:
     """Write the whole fixture under `results` (the workflow's results/ folder); returns it."""
     _baseline_cells(results, rulesets, scenarios)
     for name in ("qwen-1.5b", "qwen-coder-1.5b"):
         run = "coder" if name == "qwen-coder-1.5b" else "shaped"
         context = RunContext(
-            run_id=f"fixture-base-{name}", policy=MODELS[name]["policy"], checkpoint_step=0, config_hash=CONFIG_HASH
+            run_id=f"fixture-base-{name}",
+            policy=MODELS[name]["policy"],
+            checkpoint_step=0,
+            config_hash=CONFIG_HASH,
         )
-        _evaluation(results / "eval" / "base" / name, context, SKILL[run][0], ("base", name), scenarios, _base_model(name))
+        _evaluation(
+            results / "eval" / "base" / name,
+            context,
+            SKILL[run][0],
+            ("base", name),
+            scenarios,
+            _base_model(name),
+        )
     for run, spec in RUNS.items():
         base = _base_model(spec["base_model"])
         for step in STEPS:
@@ -299,7 +328,9 @@ def build(results: Path, scenarios: tuple[str, ...] = SCENARIOS, rulesets: tuple
     return results
 
 
-def expected_cells(rulesets: tuple[str, ...] = ("legacy", "v1"), scenarios: tuple[str, ...] = SCENARIOS) -> list[dict]:
+def expected_cells(
+    rulesets: tuple[str, ...] = ("legacy", "v1"), scenarios: tuple[str, ...] = SCENARIOS
+) -> list[dict]:
     """The cells the fixture's config expects: baselines on every ruleset, and on each run's ruleset
     its base model at step 0 and every checkpoint (the API model is not expected: no key is set)."""
     cells = [

@@ -111,7 +111,8 @@ def api_models():
 
 def model_cells():
     """Expected cells of model evaluations: each training run's untrained base (step 0) and its
-    checkpoints on the run's ruleset when training is not disabled, and every API baseline."""
+    checkpoints on the run's ruleset when training is not disabled, and every API baseline.
+    """
     cells = []
     if config["train"]["enabled"] is not False:
         for run, spec in config["train"]["runs"].items():
@@ -142,7 +143,9 @@ def evaluation_dirs():
 
 def training_metrics():
     """Training runs' metric files that exist now (results/train/<run>/metrics.parquet)."""
-    return sorted(str(path) for path in Path(RESULTS, "train").glob("*/metrics.parquet"))
+    return sorted(
+        str(path) for path in Path(RESULTS, "train").glob("*/metrics.parquet")
+    )
 
 
 def code_digest(*paths):

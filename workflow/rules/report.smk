@@ -1,6 +1,5 @@
 """Tables, figures and the self-contained HTML report; each part reruns only when its code changes."""
 
-
 # The inputs every report part reads.
 REPORT_INPUTS = dict(
     episodes=rules.aggregate.output.episodes,
