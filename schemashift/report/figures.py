@@ -59,42 +59,52 @@ def write(a: Analysis, out_dir: str | Path) -> list[dict[str, Any]]:
                 (
                     f"{ruleset}_{metric}",
                     lambda ruleset=ruleset, metric=metric: bar_figure(a, ruleset, metric),
-                    f"Ruleset {ruleset}: {title} per scenario for every baseline, untrained model and trained "
-                    f"checkpoint, with {LEVEL:.0%} bootstrap intervals (n/a: no graded episode; \u2020 in the "
-                    f"tables: provisional). Coverage: {coverage_text(coverage(a.episodes, a.manifest, ruleset))}",
+                    f"Ruleset {ruleset}: {title} per scenario for every baseline, untrained model and "
+                    "trained "
+                    f"checkpoint, with {LEVEL:.0%} bootstrap intervals (n/a: no graded episode; \u2020 in "
+                    "the "
+                    "tables: provisional). Coverage: "
+                    f"{coverage_text(coverage(a.episodes, a.manifest, ruleset))}",
                 )
             )
     makers += [
         (
             "learning_curves",
             lambda: learning_figure(a, list(a.runs)),
-            "Learning curves: overall score and success rate of each training run's checkpoints; step 0 is the "
-            f"untrained base model (one shared evaluation). Bands: {LEVEL:.0%} clustered bootstrap intervals; "
+            "Learning curves: overall score and success rate of each training run's checkpoints; step 0 is "
+            "the "
+            f"untrained base model (one shared evaluation). Bands: {LEVEL:.0%} clustered bootstrap "
+            "intervals; "
             "hollow markers are provisional (incomplete coverage).",
         ),
         (
             "training_reward",
             lambda: training_figure(a),
-            f"Training reward per optimizer step: raw (thin) and smoothed (thick), at most {MAX_POINTS} points per "
+            f"Training reward per optimizer step: raw (thin) and smoothed (thick), at most {MAX_POINTS} "
+            "points per "
             "run; superseded steps of resumed runs are dropped.",
         ),
         (
             "reward_ablation",
             lambda: ablation_figure(a, "reward"),
-            "Reward ablation: runs with the same base model and ruleset but different rewards, overall score by "
+            "Reward ablation: runs with the same base model and ruleset but different rewards, overall "
+            "score by "
             "checkpoint (step 0 = untrained).",
         ),
         (
             "model_ablation",
             lambda: ablation_figure(a, "base_model"),
-            "Model ablation: runs with the same reward and ruleset but different base models, overall score by "
+            "Model ablation: runs with the same reward and ruleset but different base models, overall score "
+            "by "
             "checkpoint (step 0 = each run's untrained base).",
         ),
         (
             "drift_recovery",
             lambda: drift_figure(a),
-            "Drift recovery by drift kind: share of drifts with a failed call that the subject recovered from "
-            "(a successful call on the drifted tool afterwards); the number on a bar is the drifts failed on.",
+            "Drift recovery by drift kind: share of drifts with a failed call that the subject recovered "
+            "from "
+            "(a successful call on the drifted tool afterwards); the number on a bar is the drifts failed "
+            "on.",
         ),
         (
             "coverage",
@@ -105,7 +115,8 @@ def write(a: Analysis, out_dir: str | Path) -> list[dict[str, Any]]:
         (
             "efficiency",
             lambda: efficiency_figure(a),
-            "Efficiency: mean tool calls, tokens in and out, turns and wall-clock seconds per graded episode.",
+            "Efficiency: mean tool calls, tokens in and out, turns and wall-clock seconds per graded "
+            "episode.",
         ),
         (
             "final_actions",
@@ -238,7 +249,8 @@ def bar_figure(a: Analysis, ruleset: str, metric: str) -> Figure:
     ax.set_xlabel("scenario (overall: mean of the scenario means)")
     ax.set_ylabel(f"{title} (mean, {LEVEL:.0%} CI)")
     figure.suptitle(
-        f"{ruleset}: {title} per scenario and subject\nmean over graded episodes with {LEVEL:.0%} bootstrap intervals",
+        f"{ruleset}: {title} per scenario and subject\nmean over graded episodes with {LEVEL:.0%} bootstrap "
+        "intervals",
         fontsize=12,
     )
     if subjects:
@@ -344,11 +356,11 @@ def training_figure(a: Analysis) -> Figure:
 
 
 def ablation_figure(a: Analysis, vary: str) -> Figure:
-    from schemashift.report.tables import _ablation_groups
+    from schemashift.report.tables import ablation_groups
 
     plt = _pyplot()
     name = "Reward ablation" if vary == "reward" else "Model ablation"
-    groups = _ablation_groups(a, vary)
+    groups = ablation_groups(a, vary)
     if not groups:
         return _empty(name, f"no runs that differ only in {'reward' if vary == 'reward' else 'base model'}")
     figure, axes = plt.subplots(
