@@ -201,13 +201,16 @@ def table_a(a: Analysis) -> list[Table]:
     for run in a.runs.values():
         trained = _final(a, run)
         base = a.base_subject(run)
+        trained_role = (
+            "trained (no checkpoint yet)" if trained is None else f"trained (step {run.final_step})"
+        )
         for ruleset in a.run_rulesets(run) or ([run.ruleset] if run.ruleset in a.rulesets else []):
             columns = list(a.groups(ruleset))
             rows, records = [], []
             for metric, title in METRICS.items():
                 for role, subject in (
                     ("untrained (step 0)", base),
-                    (f"trained (step {run.final_step})", trained),
+                    (trained_role, trained),
                 ):
                     stats = [
                         a.stat(ruleset, subject, metric, c) if subject else Stat(None, None, None, 0)

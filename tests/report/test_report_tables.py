@@ -288,3 +288,18 @@ def test_bad_arguments_and_inputs_are_errors(
     (tmp_path / "config.json").write_text("[1, 2]", encoding="utf-8")
     assert main(report_args("tables", aggregated, tmp_path, "--config", str(tmp_path / "config.json"))) == 2
     assert "not a mapping" in error_line(capsys, "report")
+
+
+def test_configured_runs_without_results_read_missing(aggregated: dict[str, Path], tmp_path: Path) -> None:
+    config = {
+        "models": {"qwen": {"policy": "hf:Qwen/Qwen2.5-1.5B-Instruct", "params_b": 1.5}},
+        "train": {"runs": {"shaped": {"base_model": "qwen", "ruleset": "legacy", "reward": "v1"}}},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    args = report_args("tables", aggregated, tmp_path / "out", "--config", str(tmp_path / "config.json"))
+    assert main([*args, "--bootstrap-samples", "50"]) == 0
+    table = csv_rows(tmp_path / "out" / "table_a_shaped_legacy.csv")
+    assert table and {r["mean"] for r in table} == {""} and {r["n"] for r in table} == {"0"}
+    markdown = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
+    assert "| mean score | trained (no checkpoint yet): missing | missing |" in markdown
+    assert "| shaped | missing |" in markdown  # Table E: no training metrics
