@@ -127,7 +127,7 @@ def coverage_section(manifest: Mapping[str, Any] | None) -> list[str]:
         if not listed:
             continue
         names = [
-            f"{c['ruleset']} / {c['policy']} / {c['scenario']} / seed {c['seed']} / "
+            f"{c['ruleset']} / {c['subject']} / {c['scenario']} / seed {c['seed']} / "
             f"sample {c['sample_index']}"
             for c in listed[:LISTED_CELLS]
         ]
