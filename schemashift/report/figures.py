@@ -243,6 +243,8 @@ def bar_figure(a: Analysis, ruleset: str, metric: str) -> Figure:
             if not small:
                 text = f"{stat.mean:.2f}" + ("\u2020" if stat.provisional else "")
                 ax.text(x, stat.ci_high + 0.015 * top, text, ha="center", va="bottom", fontsize=7.5)
+            elif stat.mean == 0:  # a bar of height 0 is invisible: say it is a 0, not a gap
+                ax.text(x, 0.01 * top, "0", ha="center", va="bottom", fontsize=7, color="0.3")
     ax.axvline(len(columns) - 1.5, color="0.6", linewidth=0.8, linestyle=":")
     ax.set_xlim(-0.5, len(columns) - 0.5)
     ax.set_ylim(0, top * 1.12)
