@@ -243,7 +243,9 @@ def merge_training(dirs: Iterable[str | Path]) -> Training:
                 continue
             table = read_table(path, "training_metrics")
             if table.column("train_run").null_count:
-                rows = [{**row, "train_run": row["train_run"] or path.parent.name} for row in table.to_pylist()]
+                rows = [
+                    {**row, "train_run": row["train_run"] or path.parent.name} for row in table.to_pylist()
+                ]
                 table = records.to_table(rows, records.TRAINING_METRICS_COLUMNS)
             live = 0
             for row in table.select(["train_run", "step", "superseded"]).to_pylist():

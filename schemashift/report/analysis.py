@@ -232,15 +232,8 @@ class Analysis:
             )
         found: dict[str, set[int]] = {}
         base_models: dict[str, str] = {}
-        sources = [
-            (r, s, b)
-            for r, s, b in zip(
-                self.episodes["train_run"],
-                self.episodes["checkpoint_step"],
-                self.episodes["base_model"],
-                strict=True,
-            )
-        ]
+        columns = ("train_run", "checkpoint_step", "base_model")
+        sources = list(zip(*(self.episodes[c] for c in columns), strict=True))
         sources += [(c.get("train_run"), c.get("checkpoint_step"), None) for c in self.expected]
         for run, step, base in sources:
             if run is None or run != run:
@@ -281,6 +274,7 @@ class Analysis:
             candidates.add(f"hf:{run.base_model}")
         rows = self.episodes[self.episodes["train_run"] == run.name]["base_model"].dropna()
         candidates |= set(rows)
+        candidates.discard(None)
         bases = self.episodes[self.episodes["kind"] == "base"]
         for label, base in zip(bases["label"], bases["base_model"], strict=True):
             if label in candidates or base in candidates:

@@ -59,42 +59,52 @@ def write(a: Analysis, out_dir: str | Path) -> list[dict[str, Any]]:
                 (
                     f"{ruleset}_{metric}",
                     lambda ruleset=ruleset, metric=metric: bar_figure(a, ruleset, metric),
-                    f"Ruleset {ruleset}: {title} per scenario for every baseline, untrained model and trained "
-                    f"checkpoint, with {LEVEL:.0%} bootstrap intervals (n/a: no graded episode; \u2020 in the "
-                    f"tables: provisional). Coverage: {coverage_text(coverage(a.episodes, a.manifest, ruleset))}",
+                    f"Ruleset {ruleset}: {title} per scenario for every baseline, untrained model and "
+                    "trained "
+                    f"checkpoint, with {LEVEL:.0%} bootstrap intervals (n/a: no graded episode; \u2020 in "
+                    "the "
+                    "tables: provisional). Coverage: "
+                    f"{coverage_text(coverage(a.episodes, a.manifest, ruleset))}",
                 )
             )
     makers += [
         (
             "learning_curves",
             lambda: learning_figure(a, list(a.runs)),
-            "Learning curves: overall score and success rate of each training run's checkpoints; step 0 is the "
-            f"untrained base model (one shared evaluation). Bands: {LEVEL:.0%} clustered bootstrap intervals; "
+            "Learning curves: overall score and success rate of each training run's checkpoints; step 0 is "
+            "the "
+            f"untrained base model (one shared evaluation). Bands: {LEVEL:.0%} clustered bootstrap "
+            "intervals; "
             "hollow markers are provisional (incomplete coverage).",
         ),
         (
             "training_reward",
             lambda: training_figure(a),
-            f"Training reward per optimizer step: raw (thin) and smoothed (thick), at most {MAX_POINTS} points per "
+            f"Training reward per optimizer step: raw (thin) and smoothed (thick), at most {MAX_POINTS} "
+            "points per "
             "run; superseded steps of resumed runs are dropped.",
         ),
         (
             "reward_ablation",
             lambda: ablation_figure(a, "reward"),
-            "Reward ablation: runs with the same base model and ruleset but different rewards, overall score by "
+            "Reward ablation: runs with the same base model and ruleset but different rewards, overall "
+            "score by "
             "checkpoint (step 0 = untrained).",
         ),
         (
             "model_ablation",
             lambda: ablation_figure(a, "base_model"),
-            "Model ablation: runs with the same reward and ruleset but different base models, overall score by "
+            "Model ablation: runs with the same reward and ruleset but different base models, overall score "
+            "by "
             "checkpoint (step 0 = each run's untrained base).",
         ),
         (
             "drift_recovery",
             lambda: drift_figure(a),
-            "Drift recovery by drift kind: share of drifts with a failed call that the subject recovered from "
-            "(a successful call on the drifted tool afterwards); the number on a bar is the drifts failed on.",
+            "Drift recovery by drift kind: share of drifts with a failed call that the subject recovered "
+            "from "
+            "(a successful call on the drifted tool afterwards); the number on a bar is the drifts failed "
+            "on.",
         ),
         (
             "coverage",
@@ -105,7 +115,8 @@ def write(a: Analysis, out_dir: str | Path) -> list[dict[str, Any]]:
         (
             "efficiency",
             lambda: efficiency_figure(a),
-            "Efficiency: mean tool calls, tokens in and out, turns and wall-clock seconds per graded episode.",
+            "Efficiency: mean tool calls, tokens in and out, turns and wall-clock seconds per graded "
+            "episode.",
         ),
         (
             "final_actions",
@@ -232,13 +243,16 @@ def bar_figure(a: Analysis, ruleset: str, metric: str) -> Figure:
             if not small:
                 text = f"{stat.mean:.2f}" + ("\u2020" if stat.provisional else "")
                 ax.text(x, stat.ci_high + 0.015 * top, text, ha="center", va="bottom", fontsize=7.5)
+            elif stat.mean == 0:  # a bar of height 0 is invisible: say it is a 0, not a gap
+                ax.text(x, 0.01 * top, "0", ha="center", va="bottom", fontsize=7, color="0.3")
     ax.axvline(len(columns) - 1.5, color="0.6", linewidth=0.8, linestyle=":")
     ax.set_xlim(-0.5, len(columns) - 0.5)
     ax.set_ylim(0, top * 1.12)
     ax.set_xlabel("scenario (overall: mean of the scenario means)")
     ax.set_ylabel(f"{title} (mean, {LEVEL:.0%} CI)")
     figure.suptitle(
-        f"{ruleset}: {title} per scenario and subject\nmean over graded episodes with {LEVEL:.0%} bootstrap intervals",
+        f"{ruleset}: {title} per scenario and subject\nmean over graded episodes with {LEVEL:.0%} bootstrap "
+        "intervals",
         fontsize=12,
     )
     if subjects:
@@ -344,11 +358,11 @@ def training_figure(a: Analysis) -> Figure:
 
 
 def ablation_figure(a: Analysis, vary: str) -> Figure:
-    from schemashift.report.tables import _ablation_groups
+    from schemashift.report.tables import ablation_groups
 
     plt = _pyplot()
     name = "Reward ablation" if vary == "reward" else "Model ablation"
-    groups = _ablation_groups(a, vary)
+    groups = ablation_groups(a, vary)
     if not groups:
         return _empty(name, f"no runs that differ only in {'reward' if vary == 'reward' else 'base model'}")
     figure, axes = plt.subplots(
@@ -483,7 +497,9 @@ def coverage_figure(a: Analysis) -> Figure:
         ax.set_facecolor("0.88")  # cells no manifest lists: expected unknown
         for i, j in zip(*np.where(np.isnan(values)), strict=True):
             ax.text(j + 0.5, i + 0.5, notes[i, j], ha="center", va="center", fontsize=8, color="0.2")
-        ax.set_title(f"{ruleset}: coverage per subject and scenario (grey: not in the expected cells)", fontsize=11)
+        ax.set_title(
+            f"{ruleset}: coverage per subject and scenario (grey: not in the expected cells)", fontsize=11
+        )
         ax.tick_params(axis="x", rotation=20)
         ax.tick_params(axis="y", rotation=0)
     figure.suptitle("Coverage of the expected cells (i: infra_error, m: missing)", fontsize=12)

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from schemashift.report import ReportError
 from schemashift.report.figures import INDEX_FILE
 from schemashift.report.load import coverage, coverage_text, manifest_cells, read_json
-from schemashift.report.tables import CELL_NOTE, INDEX_FILE as TABLES_FILE, read_index
+from schemashift.report.tables import CELL_NOTE, read_index
+from schemashift.report.tables import INDEX_FILE as TABLES_FILE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,7 +45,6 @@ code { font-size: 0.9em; }
 
 
 def render(a: Analysis, tables_dir: str | Path, figures_dir: str | Path) -> str:
-    episodes, manifest, rulesets = a.episodes, a.manifest, a.rulesets
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en">',
@@ -127,7 +127,7 @@ def coverage_section(manifest: Mapping[str, Any] | None) -> list[str]:
         if not listed:
             continue
         names = [
-            f"{c['ruleset']} / {c['policy']} / {c['scenario']} / seed {c['seed']} / "
+            f"{c['ruleset']} / {c['subject']} / {c['scenario']} / seed {c['seed']} / "
             f"sample {c['sample_index']}"
             for c in listed[:LISTED_CELLS]
         ]

@@ -201,13 +201,16 @@ def table_a(a: Analysis) -> list[Table]:
     for run in a.runs.values():
         trained = _final(a, run)
         base = a.base_subject(run)
+        trained_role = (
+            "trained (no checkpoint yet)" if trained is None else f"trained (step {run.final_step})"
+        )
         for ruleset in a.run_rulesets(run) or ([run.ruleset] if run.ruleset in a.rulesets else []):
             columns = list(a.groups(ruleset))
             rows, records = [], []
             for metric, title in METRICS.items():
                 for role, subject in (
                     ("untrained (step 0)", base),
-                    (f"trained (step {run.final_step})", trained),
+                    (trained_role, trained),
                 ):
                     stats = [
                         a.stat(ruleset, subject, metric, c) if subject else Stat(None, None, None, 0)
@@ -247,7 +250,8 @@ def table_a(a: Analysis) -> list[Table]:
                     ["metric", "model state", *map(column_title, columns)],
                     rows,
                     records,
-                    "Trained = the final checkpoint (or report.trained_steps), never the best one on the test set. "
+                    "Trained = the final checkpoint (or report.trained_steps), never the best one on the "
+                    "test set. "
                     "Paired differences use the (scenario, seed) cells both evaluated; n = pairs.",
                 )
             )
@@ -353,7 +357,7 @@ def _size(size: Any) -> str:
     return "\u2014" if size is None else f"{size:g}B"
 
 
-def _ablation_groups(a: Analysis, vary: str) -> list[list[Any]]:
+def ablation_groups(a: Analysis, vary: str) -> list[list[Any]]:
     """Runs that differ only in `vary` (reward or base_model): same ruleset and the other field."""
     keep = "base_model" if vary == "reward" else "reward"
     groups: dict[tuple[Any, Any], list[Any]] = {}
@@ -366,7 +370,7 @@ def _ablation_table(a: Analysis, vary: str, key: str, section: str, title: str) 
     rows, records = [], []
     header = ["group", "run", "reward", "base model", "size", "scenarios", "final score (overall)"]
     header += ["final success (overall)", "vs first run (score)", "convergence step"]
-    for number, group in enumerate(_ablation_groups(a, vary), start=1):
+    for number, group in enumerate(ablation_groups(a, vary), start=1):
         first = group[0]
         for run in group:
             trained = _final(a, run)
@@ -437,7 +441,8 @@ def _ablation_table(a: Analysis, vary: str, key: str, section: str, title: str) 
         records,
         "Groups: runs on the same ruleset that differ only in "
         f"{'the reward' if vary == 'reward' else 'the base model'}. Versus: paired difference to the group's "
-        "first run on shared cells (beats/ties/loses by its interval). Convergence step: first step where the "
+        "first run on shared cells (beats/ties/loses by its interval). Convergence step: first step where "
+        "the "
         "smoothed training reward covers 90% of the way from its first value to its peak.",
     )
 
@@ -707,9 +712,12 @@ def verdict_table(a: Analysis) -> Table:
         "Tiers (seed TRAINING_LOG): "
         + " | ".join(f"Tier {t}: {text}" for t, text in TIERS.items())
         + ". On legacy, "
-        "shaped = shaped_total and binary = the binary reward as the seed defines them; on v1, score and success. "
-        "A tier is met on the point estimates; the verdict says when the interval of the overall shaped value "
-        "reaches below the threshold. Held-out: the evaluated seeds' split differs from the run's training split.",
+        "shaped = shaped_total and binary = the binary reward as the seed defines them; on v1, score and "
+        "success. "
+        "A tier is met on the point estimates; the verdict says when the interval of the overall shaped "
+        "value "
+        "reaches below the threshold. Held-out: the evaluated seeds' split differs from the run's training "
+        "split.",
     )
 
 
@@ -772,7 +780,8 @@ def versus_table(a: Analysis) -> Table:
         ["run", "ruleset", "baseline", "metric", "difference (trained - baseline)", "verdict"],
         rows,
         records,
-        "Paired differences on the (scenario, seed) cells both evaluated: beats when the interval lies above 0, "
+        "Paired differences on the (scenario, seed) cells both evaluated: beats when the interval lies "
+        "above 0, "
         "loses when below, ties otherwise. Published rows are not paired: the trained interval against the "
         "published mean.",
     )
@@ -840,8 +849,10 @@ def go_no_go_table(a: Analysis) -> Table:
         ],
         rows,
         records,
-        "Computed from the metric lineage up to step 20: trending up = positive least-squares slope of the mean "
-        "reward; any reward > 0 = some step's maximum reward above 0; not stuck = more than one distinct mean. "
+        "Computed from the metric lineage up to step 20: trending up = positive least-squares slope of the "
+        "mean "
+        "reward; any reward > 0 = some step's maximum reward above 0; not stuck = more than one distinct "
+        "mean. "
         "The record the training run wrote is shown beside it.",
     )
 
@@ -965,7 +976,8 @@ def final_action_table(a: Analysis, ruleset: str) -> Table:
         ["subject", "episodes", *actions],
         rows,
         records,
-        "How episodes ended: complete_task is a voluntary stop, any other action means the step limit was hit.",
+        "How episodes ended: complete_task is a voluntary stop, any other action means the step limit was "
+        "hit.",
     )
 
 
@@ -1066,8 +1078,10 @@ def drift_table(a: Analysis, ruleset: str) -> Table:
         ],
         rows,
         records,
-        "Over all drift rows: discovered = evidence seen on the drifted tool; reported = the agent reported it "
-        "correctly; recovered = a successful call after a failure on it; recovery rate = recovered / failed on.",
+        "Over all drift rows: discovered = evidence seen on the drifted tool; reported = the agent reported "
+        "it "
+        "correctly; recovered = a successful call after a failure on it; recovery rate = recovered / failed "
+        "on.",
     )
 
 
@@ -1102,7 +1116,8 @@ def examples_table(a: Analysis) -> Table:
         ["ruleset", "subject", "scenario", "seed", "sample", "steps", "score", "key steps"],
         rows,
         records,
-        "Picked without randomness by `schemashift aggregate`: failures sorted by scenario, seed and sample, one "
+        "Picked without randomness by `schemashift aggregate`: failures sorted by scenario, seed and "
+        "sample, one "
         "scenario at a time. Key steps: the first and last, failed calls, steps where drifts fired, drift "
         "reports and complete_task.",
     )

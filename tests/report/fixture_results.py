@@ -28,7 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from schemashift.env.rulesets import available_rulesets
+from schemashift.env.rulesets import available_rulesets, get_ruleset
 from schemashift.policies import make_policy
 from schemashift.rollout import io, records
 from schemashift.rollout.backends import make_backend
@@ -48,9 +48,19 @@ MODELS = {
     "gpt-4o-mini": {"policy": "openai:gpt-4o-mini", "key_env": "SCHEMASHIFT_FIXTURE_KEY", "params_b": 8},
 }
 RUNS = {
-    "shaped": {"base_model": "qwen-1.5b", "ruleset": "legacy", "split": "train", "reward": "legacy_cumulative"},
+    "shaped": {
+        "base_model": "qwen-1.5b",
+        "ruleset": "legacy",
+        "split": "train",
+        "reward": "legacy_cumulative",
+    },
     "binary": {"base_model": "qwen-1.5b", "ruleset": "legacy", "split": "train", "reward": "binary"},
-    "coder": {"base_model": "qwen-coder-1.5b", "ruleset": "legacy", "split": "train", "reward": "legacy_cumulative"},
+    "coder": {
+        "base_model": "qwen-coder-1.5b",
+        "ruleset": "legacy",
+        "split": "train",
+        "reward": "legacy_cumulative",
+    },
 }
 #: chance that a checkpoint plays the oracle, per run and step (0: the untrained base)
 SKILL = {
@@ -64,19 +74,39 @@ INFRA = {("api", None, "M1_customer_escalation", 1)}
 CONFIG_HASH = "fixture-config"
 
 
-def config(scenarios: tuple[str, ...] = SCENARIOS, rulesets: tuple[str, ...] = ("legacy", "v1")) -> dict[str, Any]:
+def config(
+    scenarios: tuple[str, ...] = SCENARIOS, rulesets: tuple[str, ...] = ("legacy", "v1")
+) -> dict[str, Any]:
     """The workflow configuration the fixture results answer (rulesets limited to installed ones)."""
     rulesets = tuple(r for r in rulesets if r in available_rulesets())
     return {
         "rulesets": list(rulesets),
         "baselines": list(BASELINES),
         "samples": SAMPLES,
-        "evaluation": {r: {"scenarios": list(scenarios), "seeds": f"{SEEDS[0]}-{SEEDS[-1]}"} for r in rulesets},
+        "evaluation": {
+            r: {"scenarios": list(scenarios_for(r, scenarios)), "seeds": f"{SEEDS[0]}-{SEEDS[-1]}"}
+            for r in rulesets
+        },
         "models": MODELS,
         "train": {"enabled": False, "defaults": {"save_steps": 25, "max_steps": 100}, "runs": RUNS},
         "containers": {"engine": "none", "base_image": "python:3.11-slim", "apptainer_image": None},
         "report": {"bootstrap_samples": 200, "seed": 0, "price_per_gpu_hour": 2.5},
     }
+
+
+def scenarios_for(ruleset: str, scenarios: tuple[str, ...] = SCENARIOS) -> tuple[str, ...]:
+    """The fixture's scenarios, or for an installed v1 whose catalogue names them otherwise, the
+    first two scenarios of each of its first two tiers."""
+    if ruleset not in available_rulesets():
+        return scenarios
+    catalogue = get_ruleset(ruleset)
+    ids = catalogue.scenario_ids()
+    if set(scenarios) <= set(ids):
+        return scenarios
+    by_tier: dict[str, list[str]] = {}
+    for scenario in ids:
+        by_tier.setdefault(catalogue.scenario_info(scenario).tier or "", []).append(scenario)
+    return tuple(s for tier in list(by_tier)[:2] for s in by_tier[tier][:2])
 
 
 def _chance(*key: Any) -> float:
@@ -164,7 +194,7 @@ def _baseline_cells(results: Path, rulesets: tuple[str, ...], scenarios: tuple[s
         play_as = ruleset if ruleset != "v1" or have_v1 else "legacy"
         for policy in BASELINES:
             context = RunContext(run_id=f"fixture-{ruleset}-{policy}", policy=policy, config_hash=CONFIG_HASH)
-            for scenario in scenarios:
+            for scenario in scenarios_for(ruleset, scenarios):
                 for seed in SEEDS:
                     out = []
                     for sample in range(SAMPLES):
@@ -215,7 +245,10 @@ def _training(results: Path) -> None:
             mean = 0.05 + final * (1 - 2.718 ** (-step / 30)) + rng.gauss(0, 0.06)
             rows.append(_metric_row(run, step, mean, rng))
         if run == "shaped":  # killed after step 60, resumed from checkpoint-50: steps 51-60 rerun
-            rerun = [_metric_row(run, s, rows[s - 1]["reward_mean"] + rng.gauss(0, 0.05), rng) for s in range(51, 61)]
+            rerun = [
+                _metric_row(run, s, rows[s - 1]["reward_mean"] + rng.gauss(0, 0.05), rng)
+                for s in range(51, 61)
+            ]
             for s in range(51, 61):
                 rows[s - 1]["superseded"] = True
             rows += rerun
@@ -254,15 +287,27 @@ def _metric_row(run: str, step: int, mean: float, rng: random.Random) -> dict[st
     }
 
 
-def build(results: Path, scenarios: tuple[str, ...] = SCENARIOS, rulesets: tuple[str, ...] = ("legacy", "v1")) -> Path:
+def build(
+    results: Path, scenarios: tuple[str, ...] = SCENARIOS, rulesets: tuple[str, ...] = ("legacy", "v1")
+) -> Path:
     """Write the whole fixture under `results` (the workflow's results/ folder); returns it."""
     _baseline_cells(results, rulesets, scenarios)
     for name in ("qwen-1.5b", "qwen-coder-1.5b"):
         run = "coder" if name == "qwen-coder-1.5b" else "shaped"
         context = RunContext(
-            run_id=f"fixture-base-{name}", policy=MODELS[name]["policy"], checkpoint_step=0, config_hash=CONFIG_HASH
+            run_id=f"fixture-base-{name}",
+            policy=MODELS[name]["policy"],
+            checkpoint_step=0,
+            config_hash=CONFIG_HASH,
         )
-        _evaluation(results / "eval" / "base" / name, context, SKILL[run][0], ("base", name), scenarios, _base_model(name))
+        _evaluation(
+            results / "eval" / "base" / name,
+            context,
+            SKILL[run][0],
+            ("base", name),
+            scenarios,
+            _base_model(name),
+        )
     for run, spec in RUNS.items():
         base = _base_model(spec["base_model"])
         for step in STEPS:
@@ -299,14 +344,16 @@ def build(results: Path, scenarios: tuple[str, ...] = SCENARIOS, rulesets: tuple
     return results
 
 
-def expected_cells(rulesets: tuple[str, ...] = ("legacy", "v1"), scenarios: tuple[str, ...] = SCENARIOS) -> list[dict]:
+def expected_cells(
+    rulesets: tuple[str, ...] = ("legacy", "v1"), scenarios: tuple[str, ...] = SCENARIOS
+) -> list[dict]:
     """The cells the fixture's config expects: baselines on every ruleset, and on each run's ruleset
     its base model at step 0 and every checkpoint (the API model is not expected: no key is set)."""
     cells = [
         {"ruleset": r, "policy": p, "scenario": s, "seed": seed, "sample_index": i}
         for r in rulesets
         for p in BASELINES
-        for s in scenarios
+        for s in scenarios_for(r, scenarios)
         for seed in SEEDS
         for i in range(SAMPLES)
     ]

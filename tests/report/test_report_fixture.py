@@ -72,7 +72,20 @@ def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "--bootstrap-samples",
         BOOTSTRAP,
     ]
-    assert main(["report", "tables", *common, "--out", str(results / "tables"), "--summary", str(results / "summary.md")]) == 0
+    assert (
+        main(
+            [
+                "report",
+                "tables",
+                *common,
+                "--out",
+                str(results / "tables"),
+                "--summary",
+                str(results / "summary.md"),
+            ]
+        )
+        == 0
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert main(["report", "figures", *common, "--out", str(results / "figures")]) == 0
@@ -123,7 +136,8 @@ def test_table_a_paired_difference_matches_the_raw_episodes(report_dir: Path) ->
     trained = data[(data["train_run"] == "shaped") & (data["checkpoint_step"] == 100)]
     base = data[(data["policy"] == QWEN_BASE) & (data["checkpoint_step"] == 0)]
     diffs = (
-        trained.groupby(["scenario", "seed"])["score"].mean() - base.groupby(["scenario", "seed"])["score"].mean()
+        trained.groupby(["scenario", "seed"])["score"].mean()
+        - base.groupby(["scenario", "seed"])["score"].mean()
     )
     expected = float(diffs.groupby(level=0).mean().mean())
     table = {(r["metric"], r["row"], r["column"]): r for r in rows(report_dir, "table_a_shaped_legacy")}
@@ -132,12 +146,16 @@ def test_table_a_paired_difference_matches_the_raw_episodes(report_dir: Path) ->
     assert diff["n"] == str(len(SCENARIOS) * len(SEEDS))
     assert float(diff["ci_low"]) <= expected <= float(diff["ci_high"])
     untrained = table["score", "untrained (step 0)", "overall"]
-    assert untrained["subject"] == QWEN_BASE and float(untrained["mean"]) == pytest.approx(hand_mean(base, "score"))
+    assert untrained["subject"] == QWEN_BASE and float(untrained["mean"]) == pytest.approx(
+        hand_mean(base, "score")
+    )
     assert table["score", "trained (step 100)", "overall"]["subject"] == "shaped@step-100"
 
 
 def test_learning_curves_start_at_the_untrained_base(report_dir: Path) -> None:
-    curve = [r for r in rows(report_dir, "learning_curves") if r["run"] == "coder" and r["metric"] == "success"]
+    curve = [
+        r for r in rows(report_dir, "learning_curves") if r["run"] == "coder" and r["metric"] == "success"
+    ]
     assert [int(r["step"]) for r in curve] == [0, *STEPS]
     assert curve[0]["subject"] == "hf:Qwen/Qwen2.5-Coder-1.5B-Instruct"
     data = graded(report_dir)
@@ -148,9 +166,15 @@ def test_learning_curves_start_at_the_untrained_base(report_dir: Path) -> None:
 
 def test_ablation_tables_group_the_right_runs(report_dir: Path) -> None:
     reward = rows(report_dir, "table_c")
-    assert {(r["run"], r["reward"]) for r in reward} == {("shaped", "legacy_cumulative"), ("binary", "binary")}
+    assert {(r["run"], r["reward"]) for r in reward} == {
+        ("shaped", "legacy_cumulative"),
+        ("binary", "binary"),
+    }
     model = rows(report_dir, "table_d")
-    assert {(r["run"], r["base_model"]) for r in model} == {("shaped", "qwen-1.5b"), ("coder", "qwen-coder-1.5b")}
+    assert {(r["run"], r["base_model"]) for r in model} == {
+        ("shaped", "qwen-1.5b"),
+        ("coder", "qwen-coder-1.5b"),
+    }
     assert all(r["convergence_step"] for r in reward + model)
 
 
@@ -185,7 +209,9 @@ def test_verdicts_follow_the_seed_tiers_and_the_intervals(report_dir: Path) -> N
             continue
         low, high = float(r["ci_low"]), float(r["ci_high"])
         assert r["verdict"] == ("beats" if low > 0 else "loses" if high < 0 else "ties")
-    published = [r for r in rows(report_dir, "versus_baselines") if r["baseline"] == "gpt-oss:120b (published)"]
+    published = [
+        r for r in rows(report_dir, "versus_baselines") if r["baseline"] == "gpt-oss:120b (published)"
+    ]
     assert len(published) == len(RUNS) and all(r["published"] == "0.0" for r in published)
 
 
@@ -213,7 +239,9 @@ def test_pass_k_efficiency_and_parse_rates(report_dir: Path) -> None:
     keys = ["scenario", "seed", "sample_index"]
     both = mine[mine["success"]].merge(ref[ref["success"]], on=keys, suffixes=("", "_ref"))
     assert api["reference"] == "policy_aware_heuristic" and api["saving_solved_by_both"] == str(len(both))
-    assert float(api["saving_tool_calls"]) == pytest.approx(1 - both["tool_calls"].sum() / both["tool_calls_ref"].sum())
+    assert float(api["saving_tool_calls"]) == pytest.approx(
+        1 - both["tool_calls"].sum() / both["tool_calls_ref"].sum()
+    )
     assert efficiency["shaped@step-100"]["reference"] == QWEN_BASE
     assert efficiency["shaped@step-100"]["saving_solved_by_both"] == "0"  # the base solves nothing
     parse = {r["subject"]: r for r in rows(report_dir, "legacy_parse")}
@@ -230,7 +258,9 @@ def test_three_failed_episodes_per_subject_from_the_trajectories(report_dir: Pat
         by_subject.setdefault((example["ruleset"], example["subject"]), []).append(example)
     naive = by_subject["legacy", "naive_heuristic"]
     # one failure per scenario in scenario order, the lowest seed and sample first
-    assert [(e["scenario"], e["seed"], e["sample_index"]) for e in naive] == [(s, 0, 0) for s in sorted(SCENARIOS)[:3]]
+    assert [(e["scenario"], e["seed"], e["sample_index"]) for e in naive] == [
+        (s, 0, 0) for s in sorted(SCENARIOS)[:3]
+    ]
     assert ("legacy", "oracle") not in by_subject  # it never fails
     for example in examples:
         assert 1 <= len(example["key_steps"]) <= 6

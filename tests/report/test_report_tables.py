@@ -65,7 +65,10 @@ def test_incomplete_coverage_is_provisional_everywhere(tables_dir: Path) -> None
     assert rows["policy_aware_heuristic", "overall"]["provisional"] == "False"
     coverage = {(r["subject"], r["scenario"]): r for r in csv_rows(tables_dir / "legacy_coverage.csv")}
     assert coverage["oracle", M1]["infra_error"] == "1" and coverage["oracle", M1]["graded"] == "2"
-    assert coverage["naive_heuristic", E1]["missing"] == "1" and coverage["naive_heuristic", E1]["expected"] == "3"
+    assert (
+        coverage["naive_heuristic", E1]["missing"] == "1"
+        and coverage["naive_heuristic", E1]["expected"] == "3"
+    )
     markdown = (tables_dir / "summary.md").read_text(encoding="utf-8")
     oracle = next(line for line in markdown.splitlines() if line.startswith("| oracle | 0.953"))
     assert oracle.split(" | ")[2] == "0.950 [0.950, 0.950] n=2\u2020"
@@ -115,7 +118,9 @@ def test_per_seed_table_aggregates_by_tier(tables_dir: Path) -> None:
     assert "| overall mean |  |  |" in markdown and "| easy (tier) mean |  |  |" in markdown
 
 
-def test_tables_are_reproducible_with_a_seed(aggregated: dict[str, Path], tables_dir: Path, tmp_path: Path) -> None:
+def test_tables_are_reproducible_with_a_seed(
+    aggregated: dict[str, Path], tables_dir: Path, tmp_path: Path
+) -> None:
     assert main(report_args("tables", aggregated, tmp_path, "--bootstrap-samples", BOOTSTRAP)) == 0
     for name in ("legacy_score.csv", "legacy_drifts.csv", "summary.md", "tables.json"):
         assert (tmp_path / name).read_bytes() == (tables_dir / name).read_bytes()
@@ -161,7 +166,9 @@ def test_clustered_bootstrap_resamples_scenarios_then_seeds() -> None:
     groups = [[0.0, 1.0, 1.0], [0.25, 0.5]]
     rng = np.random.default_rng(3)
     picks = rng.integers(0, 2, size=(300, 2))
-    inner = np.column_stack([np.array(g)[rng.integers(0, len(g), size=(300, len(g)))].mean(axis=1) for g in groups])
+    inner = np.column_stack(
+        [np.array(g)[rng.integers(0, len(g), size=(300, len(g)))].mean(axis=1) for g in groups]
+    )
     means = np.take_along_axis(inner, picks, axis=1).mean(axis=1)
     expected = (float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975)))
     assert stats.clustered_ci(groups, samples=300, seed=3) == expected
@@ -203,8 +210,12 @@ def test_samples_of_a_seed_are_averaged_before_the_seeds() -> None:
 def test_paired_differences_use_the_cells_both_graded() -> None:
     mine = {("A", 0): 0.9, ("A", 1): 0.5, ("B", 0): 1.0, ("B", 1): 0.2, ("B", 2): 0.7}
     base = {("A", 0): 0.4, ("A", 1): 0.5, ("B", 0): 0.0, ("B", 1): 0.6}  # no (B, 2): not paired
-    rows = [{"policy": "new", "scenario": s, "seed": d, "score": v, "success": 0.0} for (s, d), v in mine.items()]
-    rows += [{"policy": "old", "scenario": s, "seed": d, "score": v, "success": 0.0} for (s, d), v in base.items()]
+    rows = [
+        {"policy": "new", "scenario": s, "seed": d, "score": v, "success": 0.0} for (s, d), v in mine.items()
+    ]
+    rows += [
+        {"policy": "old", "scenario": s, "seed": d, "score": v, "success": 0.0} for (s, d), v in base.items()
+    ]
     data = episodes(rows)
     a = Analysis(data, samples=400, seed=2)
     diff = a.paired("legacy", "new", "old", "score", "overall")
@@ -230,7 +241,8 @@ def test_pass_k_is_the_closed_form_and_matches_enumeration() -> None:
     with pytest.raises(ValueError):
         stats.pass_hat_k(2, 1, 3)
     rows = [
-        {"scenario": "A", "seed": 0, "sample_index": i, "score": 0.0, "success": float(i < 2)} for i in range(4)
+        {"scenario": "A", "seed": 0, "sample_index": i, "score": 0.0, "success": float(i < 2)}
+        for i in range(4)
     ]
     rows += [{"scenario": "A", "seed": 1, "sample_index": i, "score": 0.0, "success": 1.0} for i in range(3)]
     data = episodes(rows)
@@ -276,3 +288,18 @@ def test_bad_arguments_and_inputs_are_errors(
     (tmp_path / "config.json").write_text("[1, 2]", encoding="utf-8")
     assert main(report_args("tables", aggregated, tmp_path, "--config", str(tmp_path / "config.json"))) == 2
     assert "not a mapping" in error_line(capsys, "report")
+
+
+def test_configured_runs_without_results_read_missing(aggregated: dict[str, Path], tmp_path: Path) -> None:
+    config = {
+        "models": {"qwen": {"policy": "hf:Qwen/Qwen2.5-1.5B-Instruct", "params_b": 1.5}},
+        "train": {"runs": {"shaped": {"base_model": "qwen", "ruleset": "legacy", "reward": "v1"}}},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    args = report_args("tables", aggregated, tmp_path / "out", "--config", str(tmp_path / "config.json"))
+    assert main([*args, "--bootstrap-samples", "50"]) == 0
+    table = csv_rows(tmp_path / "out" / "table_a_shaped_legacy.csv")
+    assert table and {r["mean"] for r in table} == {""} and {r["n"] for r in table} == {"0"}
+    markdown = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
+    assert "| mean score | trained (no checkpoint yet): missing | missing |" in markdown
+    assert "| shaped | missing |" in markdown  # Table E: no training metrics

@@ -22,7 +22,16 @@ pytestmark = [
     pytest.mark.slow,
 ]
 # The cells exist already (the fixture played them); only the report's rules may run.
-REPORT_RULES = ("--allowed-rules", "expected_cells", "report_config", "aggregate", "tables", "figures", "report_html", "all")
+REPORT_RULES = (
+    "--allowed-rules",
+    "expected_cells",
+    "report_config",
+    "aggregate",
+    "tables",
+    "figures",
+    "report_html",
+    "all",
+)
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +86,9 @@ def test_the_manifest_expects_the_checkpoint_evaluations(fixture_run: Path) -> N
     assert bases == {m["policy"] for m in fixture_results.MODELS.values() if m["policy"].startswith("hf:")}
     missing = [c for c in manifest["cells"] if c["status"] == "missing"]
     assert {(c["train_run"], c["checkpoint_step"], c["scenario"]) for c in missing} == fixture_results.MISSING
-    assert manifest["counts"]["missing"] == len(missing) == len(fixture_results.SEEDS) * fixture_results.SAMPLES
+    assert (
+        manifest["counts"]["missing"] == len(missing) == len(fixture_results.SEEDS) * fixture_results.SAMPLES
+    )
     assert set(manifest["training"]) == set(fixture_results.RUNS)
     assert manifest["training"]["shaped"]["superseded_rows"] == 10
     assert manifest["training"]["shaped"]["go_no_go"]["decision"] == "PROCEED"

@@ -52,7 +52,7 @@ def cell_dir(ruleset: str, policy: str, scenario: str, seed: int) -> str:
 CELL = cell_dir(RULESET, "oracle", SCENARIOS[0], 0)
 OTHER_CELL = cell_dir(RULESET, "naive_heuristic", SCENARIOS[1], 1)
 DOWNSTREAM = {"aggregate": 1, "tables": 1, "figures": 1, "report_html": 1, "all": 1}
-EVERYTHING = {"baseline": N_CELLS, "expected_cells": 1, **DOWNSTREAM}
+EVERYTHING = {"baseline": N_CELLS, "expected_cells": 1, "report_config": 1, **DOWNSTREAM}
 AGGREGATED = {"baseline": N_CELLS, "expected_cells": 1, "aggregate": 1}
 
 
@@ -153,6 +153,7 @@ def test_embedded_default_has_180_cells(repo_copy):
     assert counts["baseline"] == 180
     assert {k: v for k, v in counts.items() if k not in ("baseline", "env_image")} == {
         "expected_cells": 1,
+        "report_config": 1,
         **DOWNSTREAM,
     }
     cells = [outs[0] for rule, outs in planned_outputs(output) if rule == "baseline"]
@@ -187,11 +188,13 @@ SINGLE_TARGETS = {
     "results/episodes.parquet": AGGREGATED,
     "results/drifts.parquet": AGGREGATED,
     "results/manifest.json": AGGREGATED,
-    "results/tables/summary.md": {**AGGREGATED, "tables": 1},
-    f"results/tables/{RULESET}_summary.csv": {**AGGREGATED, "tables": 1},
-    f"results/figures/{RULESET}_score.png": {**AGGREGATED, "figures": 1},
-    f"results/figures/{RULESET}_success.pdf": {**AGGREGATED, "figures": 1},
-    "results/report.html": {**AGGREGATED, "tables": 1, "figures": 1, "report_html": 1},
+    "results/report_config.json": {"report_config": 1},
+    "results/summary.md": {**AGGREGATED, "report_config": 1, "tables": 1},
+    f"results/tables/{RULESET}_score.csv": {**AGGREGATED, "report_config": 1, "tables": 1},
+    f"results/figures/{RULESET}_score.png": {**AGGREGATED, "report_config": 1, "figures": 1},
+    f"results/figures/{RULESET}_success.pdf": {**AGGREGATED, "report_config": 1, "figures": 1},
+    "results/figures/learning_curves.png": {**AGGREGATED, "report_config": 1, "figures": 1},
+    "results/report.html": {**AGGREGATED, "report_config": 1, "tables": 1, "figures": 1, "report_html": 1},
 }
 
 
@@ -284,9 +287,9 @@ def test_full_run_outputs(full_run):
     expected = json.loads((results / "expected_cells.json").read_text())
     assert len(expected) == N_CELLS
 
-    summary = (results / "tables" / "summary.md").read_text()
+    summary = (results / "summary.md").read_text()
     assert summary.strip()
-    csv = (results / "tables" / f"{RULESET}_summary.csv").read_text()
+    csv = (results / "tables" / f"{RULESET}_score.csv").read_text()
     for policy in POLICIES:
         assert policy in summary and policy in csv
     for metric in ("score", "success"):
@@ -337,7 +340,9 @@ def test_report_settings_never_rerun_cells(full_run, tmp_path):
 CODE_EDITS = {
     # figure code: the figures and the report that embeds them
     "schemashift/report/figures.py": {"figures": 1, "report_html": 1, "all": 1},
-    "schemashift/report/tables.py": {"tables": 1, "report_html": 1, "all": 1},
+    # the figures reuse the tables' groupings
+    "schemashift/report/tables.py": {"tables": 1, "figures": 1, "report_html": 1, "all": 1},
+    "schemashift/report/analysis.py": {"tables": 1, "figures": 1, "report_html": 1, "all": 1},
     "schemashift/report/html.py": {"report_html": 1, "all": 1},
     "schemashift/report/aggregate.py": DOWNSTREAM,
     # env core, policies, runner, record schemas: every cell and everything after

@@ -1,5 +1,7 @@
 """Merge every cell into the aggregated tables and write the run's manifest."""
 
+import json
+
 
 # Writing a small JSON file is not worth a cluster job.
 localrules:
@@ -46,13 +48,15 @@ rule report_config:
         f"{RESULTS}/logs/report_config.log",
     params:
         code=code_digest("schemashift/rollout/io.py"),
-        config=lambda w: {
-            key: config[key] for key in ("rulesets", "models", "train", "report")
-        },
+        # sorted JSON text: the order of keys in a config file must not rerun the report
+        config=lambda w: json.dumps(
+            {key: config[key] for key in ("rulesets", "models", "train", "report")},
+            sort_keys=True,
+        ),
     run:
         from schemashift.rollout.io import write_json
 
-        write_json(output[0], params.config)
+        write_json(output[0], json.loads(params.config))
 
 
 rule aggregate:

@@ -12,7 +12,7 @@ NAME = "report"
 HELP = "write the summary tables, the figures or the HTML report from aggregated results"
 
 PARTS = {
-    "tables": "every table: overview, coverage, A-E, legacy vs v1, verdicts, pass^k, efficiency... (CSV, Markdown)",
+    "tables": "all tables: overview, coverage, A-E, legacy vs v1, verdicts, pass^k... (CSV, Markdown)",
     "figures": "overview, learning and training curves, ablations, drift, coverage, efficiency (PNG and PDF)",
     "html": "a self-contained report.html: what ran, coverage, provenance, the tables and the figures",
 }
