@@ -62,10 +62,23 @@ def api_base_url(name):
     return os.environ[override].strip() if _set(override) else model["base_url"]
 
 
-def api_key_option(name):
-    """The key's variable name (never its value) when it is set; a keyless local server otherwise."""
-    key = config["models"][name].get("key_env")
-    return f"--api-key-env {key}" if _set(key) else ""
+def api_options(name):
+    """--base-url, --api-key-env (the variable's name, never its value: only when it is set, a
+    keyless local server otherwise) and --max-concurrency of an API model's evaluation.
+    """
+    model = config["models"][name]
+    options = [f"--base-url {shlex.quote(api_base_url(name))}"]
+    if _set(model.get("key_env")):
+        options.append(f"--api-key-env {model['key_env']}")
+    options.append(f"--max-concurrency {model.get('max_concurrency', 4)}")
+    return " ".join(options)
+
+
+def api_keyless_prefix(name):
+    """A keyless endpoint must not get OpenAI's key, which the openai: policy sends by default."""
+    return (
+        "" if _set(config["models"][name].get("key_env")) else "env -u OPENAI_API_KEY "
+    )
 
 
 API_MODELS = api_models()
@@ -167,7 +180,8 @@ def checkpoint_dir(run, step):
 
 
 def evaluated_model(subject):
-    """(policy spec, checkpoint input or None) of an evaluation subject: base/<slug> or <run>/step-<n>."""
+    """(policy spec, checkpoint input or None, provenance options) of an evaluation subject:
+    base/<slug> (step 0 of every run that starts from it) or <run>/step-<n>."""
     head, tail = subject.split("/")
     if head == "base":
         bases = base_models()
@@ -175,14 +189,18 @@ def evaluated_model(subject):
             raise ValueError(
                 f"no training run has the base model folder {tail!r}; known: {sorted(bases)}"
             )
-        return f"hf:{bases[tail]}", None
+        return f"hf:{bases[tail]}", None, "--checkpoint-step 0"
     step = int(tail.removeprefix("step-"))
     if step not in checkpoint_steps(head):
         raise ValueError(
             f"train run {head!r} saves no checkpoint {step}; its checkpoints: {checkpoint_steps(head)}"
         )
     adapter = checkpoint_dir(head, step)
-    return f"hf:{run_settings(head)['base_model']}@{adapter}", adapter
+    return (
+        f"hf:{run_settings(head)['base_model']}@{adapter}",
+        adapter,
+        f"--train-run {head} --checkpoint-step {step}",
+    )
 
 
 def model_targets():
