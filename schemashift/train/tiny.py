@@ -46,7 +46,7 @@ TINY_SHAPE = {
 }
 #: seeds whose oracle episodes train the tiny model
 TRAIN_SEEDS = range(3)
-DEFAULTS = {"vocab_size": 2048, "steps": 200, "lr": 3e-3, "max_seconds": 240.0, "seed": 0}
+DEFAULTS = {"vocab_size": 2048, "steps": 200, "lr": 3e-3, "max_seconds": 300.0, "seed": 0}
 
 #: the code a tiny model depends on; its digest keys cached builds
 _SOURCES = ("train/tiny.py", "train/sft.py", "policies/llm/format.py", "policies/oracle.py", "env")

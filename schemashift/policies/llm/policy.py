@@ -235,16 +235,8 @@ class ApiModel:
 # -- factories for the policy registry ---------------------------------------------------------------
 
 _HF_OPTIONS = {"device", "dtype", "max_new_tokens", "temperature", "top_p", "seed"}
-_API_OPTIONS = {
-    "base_url",
-    "api_key_env",
-    "max_concurrency",
-    "timeout_s",
-    "max_tokens",
-    "temperature",
-    "top_p",
-    "seed",
-}
+_CLIENT_OPTIONS = ("max_concurrency", "timeout_s", "max_retries")
+_API_OPTIONS = {"base_url", "api_key_env", *_CLIENT_OPTIONS, "max_tokens", "temperature", "top_p", "seed"}
 _COMMON = {"harness", "cache", "max_prompt_tokens"}
 
 
@@ -307,9 +299,7 @@ def make_openai_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPoli
     key_env = engine_options.pop("api_key_env", None)
     if key_env is None and os.environ.get(DEFAULT_KEY_ENV):
         key_env = DEFAULT_KEY_ENV
-    client_options = {
-        k: engine_options.pop(k) for k in ("max_concurrency", "timeout_s") if k in engine_options
-    }
+    client_options = {k: engine_options.pop(k) for k in _CLIENT_OPTIONS if k in engine_options}
     client = ChatClient(base_url, spec, api_key_env=key_env, **client_options)
     _open_cache(common)
     return ModelPolicy(

@@ -1,0 +1,20 @@
+"""The tiny model, built once per test run (or reused from SCHEMASHIFT_TEST_CACHE, keyed by the
+digest of the code that builds it)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("transformers")
+    from schemashift.train.tiny import cached_tiny_model
+
+    root = os.environ.get("SCHEMASHIFT_TEST_CACHE")
+    cache = Path(root) if root else tmp_path_factory.mktemp("tiny-model")
+    cache.mkdir(parents=True, exist_ok=True)
+    return cached_tiny_model(cache)
