@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import shutil
 import sys
@@ -369,3 +370,80 @@ def test_api_baseline_end_to_end_and_replay_from_the_cache(copy, tmp_path):
         again = read_rows(out / "episodes.parquet")
         strip = [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
         assert [{k: v for k, v in r.items() if k not in TIMING} for r in again] == strip
+
+
+# --- a checkpoint and its base model evaluated for real, with the tiny model -----------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    """The warm-started tiny model where SCHEMASHIFT_TEST_CACHE holds it; otherwise one with two
+    supervised steps, built in seconds: this test checks the rule's plumbing (policy spec,
+    adapter, provenance columns), not the model's play, and must not pay for a second full build."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("peft")
+    from schemashift.train.tiny import build_tiny_model, cached_tiny_model
+
+    root = os.environ.get("SCHEMASHIFT_TEST_CACHE")
+    if root:
+        Path(root).mkdir(parents=True, exist_ok=True)
+        return cached_tiny_model(root)
+    out = tmp_path_factory.mktemp("tiny") / "model"
+    build_tiny_model(out, steps=2, max_seconds=60)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.timeout(900)
+def test_a_checkpoint_and_its_base_model_are_evaluated_for_real(copy, tmp_path, tiny_model):
+    """What training will leave (a peft adapter in results/train/<run>/checkpoint-<n>/), played by
+    the real `evaluate` rule on CPU: provenance columns, the adapter's digest, step 0 for the base."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(3)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model)
+    lora = LoraConfig(r=4, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    checkpoint = copy / "results/train/tiny_run/checkpoint-5"
+    get_peft_model(base, lora).save_pretrained(checkpoint)
+    train = {
+        "enabled": True,
+        "defaults": {},
+        "runs": {
+            "tiny_run": {
+                "base_model": str(tiny_model),
+                "ruleset": "legacy",
+                "reward": "v1",
+                "checkpoints": [5],
+            }
+        },
+    }
+    evaluation = {"legacy": {"scenarios": [SCENARIOS[0]], "seeds": "0"}}
+    path = config_file(tmp_path, train=train, evaluation=evaluation)
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "--", str(tiny_model)).strip("-.")
+    step = copy / "results/eval/tiny_run/step-5/legacy"
+    base_out = copy / f"results/eval/base/{slug}/legacy"
+    try:
+        proc = snakemake(
+            copy,
+            f"{step.relative_to(copy)}/episodes.parquet",
+            f"{base_out.relative_to(copy)}/episodes.parquet",
+            configfile=path,
+            env=no_keys(),
+            timeout=840,
+        )
+        assert job_counts(proc.stdout) == {"evaluate": 2}
+        (adapted,) = read_rows(step / "episodes.parquet")
+        (plain,) = read_rows(base_out / "episodes.parquet")
+        assert adapted["status"] == plain["status"] == "graded", (adapted["error"], plain["error"])
+        assert adapted["policy"] == f"hf:{tiny_model}@results/train/tiny_run/checkpoint-5"
+        assert (adapted["train_run"], adapted["checkpoint_step"]) == ("tiny_run", 5)
+        assert adapted["adapter_sha256"] and adapted["base_model"] == str(tiny_model)
+        assert plain["policy"] == f"hf:{tiny_model}"
+        assert (plain["train_run"], plain["checkpoint_step"], plain["adapter_sha256"]) == (None, 0, None)
+        assert adapted["tokens_out"] > 0 and plain["tokens_out"] > 0
+        assert (copy / "results/cache/eval/tiny_run/step-5/legacy.sqlite").is_file()
+    finally:
+        shutil.rmtree(copy / "results/train/tiny_run", ignore_errors=True)
