@@ -135,6 +135,14 @@ def test_api_job_command(copy, tmp_path):
     assert "evaluate_api" not in counts
 
 
+def test_a_base_url_variable_with_credentials_is_refused_without_showing_them(copy):
+    env = no_keys(OLLAMA_BASE_URL="http://admin:hunter2@127.0.0.1:11434/v1")
+    proc = snakemake(copy, "--dry-run", configfile=None, check=False, env=env)
+    assert proc.returncode != 0
+    assert "OLLAMA_BASE_URL must be an http(s) URL without credentials" in proc.stdout
+    assert "hunter2" not in proc.stdout
+
+
 def test_enabled_true_without_its_key_is_a_clear_error(copy, tmp_path):
     models = {
         "m": {"policy": "openai:m", "base_url": "http://127.0.0.1:9/v1", "key_env": KEY_ENV, "params_b": 1.0}

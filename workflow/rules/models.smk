@@ -52,14 +52,25 @@ def api_models():
                     f"config: models.{name} is enabled but its key variable {key} is not set"
                 )
         if on:
+            api_base_url(name)  # a bad endpoint fails here, before any job
             enabled[name] = model
     return enabled
 
 
 def api_base_url(name):
+    """The configured endpoint, or the one its base_url_env names; never one with credentials
+    in it, which would show in the job's command line."""
     model = config["models"][name]
     override = model.get("base_url_env")
-    return os.environ[override].strip() if _set(override) else model["base_url"]
+    if not _set(override):
+        return model["base_url"]
+    url = os.environ[override].strip()
+    if not re.fullmatch(r"https?://[^/@\s]+(/\S*)?", url):
+        raise ValueError(
+            f"config: models.{name}: {override} must be an http(s) URL without credentials "
+            "(keys go in the key variable)"
+        )
+    return url
 
 
 def api_options(name):
