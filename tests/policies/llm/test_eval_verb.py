@@ -97,12 +97,12 @@ def test_heuristic_policies_are_pointed_to_run(tmp_path: Path, capsys) -> None:
 def test_a_sigkilled_evaluation_resumes_to_the_uninterrupted_result(tiny_model: Path, tmp_path: Path) -> None:
     def command(out: Path) -> list[str]:
         return [
-            sys.executable, "-m", "schemashift", "eval", "--policy", f"hf:{tiny_model}", "--scenarios",
+            sys.executable, "-m", "schemashift.cli", "eval", "--policy", f"hf:{tiny_model}", "--scenarios",
             SCENARIOS, "--seeds", "0-2", "--out", str(out), "--batch-size", "1", "--run-id", "r1",
             "--dtype", "float64", "--max-new-tokens", "128",
         ]  # fmt: skip
 
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}  # see conftest
     killed = tmp_path / "killed"
     process = subprocess.Popen(command(killed), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 600

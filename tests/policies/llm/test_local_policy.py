@@ -67,8 +67,9 @@ def test_the_tiny_model_mostly_emits_schema_valid_actions(tiny_model: Path) -> N
 
 def test_batched_and_sequential_play_agree_exactly_in_float64(tiny_model: Path) -> None:
     p = policy(tiny_model, dtype="float64")
-    batched = run_sweep_batched(InProcessBackend, p, ALL_CELLS, context(p), batch_size=4)
-    sequential = run_sweep(InProcessBackend(), p, ALL_CELLS, context(p))
+    some = ALL_CELLS[::2]
+    batched = run_sweep_batched(InProcessBackend, p, some, context(p), batch_size=len(some))
+    sequential = run_sweep(InProcessBackend(), p, some, context(p))
     for one, other in zip(batched, sequential, strict=True):
         assert without_timing(one) == without_timing(other)
 
