@@ -36,8 +36,13 @@ class Engine(Protocol):
     def count_tokens(self, messages: Sequence[Message]) -> int: ...
 
     def generate(
-        self, prompts: Sequence[Sequence[Message]], sample_indices: Sequence[int]
+        self,
+        prompts: Sequence[Sequence[Message]],
+        sample_indices: Sequence[int],
+        sessions: Sequence[Any] | None = None,
     ) -> list[Completion | BaseException]: ...
+
+    def forget(self, session: Any) -> None: ...
 
 
 @dataclass
@@ -104,10 +109,11 @@ class ModelPolicy:
     # -- lockstep ---------------------------------------------------------------------------------------
     def start_slot(self, slot: int, cell: Any = None) -> None:
         self._slots[slot] = _Slot(sample_index=getattr(cell, "sample_index", 0) if cell is not None else 0)
+        self.engine.forget(slot)
 
     def act_batch(self, entries: Sequence[tuple[int, Any, dict[str, Any]]]) -> list[Decision]:
         """Decide for every (slot, cell, observation) at once."""
-        prompts, samples = [], []
+        prompts, samples, slots = [], [], []
         for slot, _cell, observation in entries:
             state = self._slots.setdefault(slot, _Slot())
             if state.conversation is None:
@@ -121,7 +127,8 @@ class ModelPolicy:
                 state.conversation.add_turn(state.last_text or "", observation)
             prompts.append(state.conversation.messages())
             samples.append(state.sample_index)
-        completions = self._complete(prompts, samples)
+            slots.append(slot)
+        completions = self._complete(prompts, samples, slots)
         decisions = []
         for (slot, _cell, _obs), completion in zip(entries, completions, strict=True):
             if isinstance(completion, BaseException):
@@ -141,9 +148,13 @@ class ModelPolicy:
             return Decision(completion.text, usage, True, completion.text, completion.cached)
         return Decision(parsed.action, usage, False, completion.text, completion.cached)
 
-    def _complete(self, prompts: list[list[Message]], samples: list[int]) -> list[Completion | BaseException]:
+    def _complete(
+        self, prompts: list[list[Message]], samples: list[int], slots: list[int]
+    ) -> list[Completion | BaseException]:
+        """Completions for the prompts: cache hits first, the rest from the engine in one call;
+        `slots` let a local engine keep each episode's keys and values between turns."""
         if self.cache is None:
-            return list(self.engine.generate(prompts, samples))
+            return list(self.engine.generate(prompts, samples, slots))
         from schemashift.policies.llm.cache import ResponseCache
 
         keys = [
@@ -157,7 +168,9 @@ class ModelPolicy:
                 first.setdefault(key, position)
         if first:
             missing = list(first.values())
-            made = self.engine.generate([prompts[i] for i in missing], [samples[i] for i in missing])
+            made = self.engine.generate(
+                [prompts[i] for i in missing], [samples[i] for i in missing], [slots[i] for i in missing]
+            )
             fresh = dict(zip((keys[i] for i in missing), made, strict=True))
             for key, completion in fresh.items():
                 if isinstance(completion, Completion):
@@ -215,8 +228,14 @@ class ApiModel:
     def count_tokens(self, messages: Sequence[Message]) -> int:
         return estimate_tokens(messages)
 
+    def forget(self, session: Any) -> None:
+        """Nothing is kept between requests."""
+
     def generate(
-        self, prompts: Sequence[Sequence[Message]], sample_indices: Sequence[int]
+        self,
+        prompts: Sequence[Sequence[Message]],
+        sample_indices: Sequence[int],
+        sessions: Sequence[Any] | None = None,
     ) -> list[Completion | BaseException]:
         requests = []
         for messages, sample in zip(prompts, sample_indices, strict=True):

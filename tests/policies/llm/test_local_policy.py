@@ -159,8 +159,8 @@ def test_a_rerun_replays_from_the_cache(tiny_model: Path, tmp_path: Path) -> Non
     second = policy(tiny_model, cache=str(cache))
     calls = []
     real_generate = second.engine.generate
-    second.engine.generate = lambda prompts, samples: (
-        calls.append(len(prompts)) or real_generate(prompts, samples)
+    second.engine.generate = lambda prompts, *rest: (
+        calls.append(len(prompts)) or real_generate(prompts, *rest)
     )
     replayed = run_sweep_batched(InProcessBackend, second, ALL_CELLS[:3], context(second), batch_size=2)
     second.close()
