@@ -41,7 +41,9 @@ TINY_SHAPE = {
     "intermediate_size": 192,
     "num_hidden_layers": 2,
     "num_attention_heads": 4,
-    "num_key_value_heads": 2,
+    # as many key/value heads as query heads: with a padding mask, transformers would copy
+    # grouped keys and values to every head at each decoding step
+    "num_key_value_heads": 4,
     "max_position_embeddings": 4096,
 }
 #: seeds whose oracle episodes train the tiny model

@@ -213,11 +213,11 @@ class LocalModel:
                 generator = torch.Generator(device=self.device)
                 generator.manual_seed(row_seed(self.seed, prompt, sample))
                 generators.append(generator)
-        stop = torch.tensor(self.stop_ids, device=self.device)
+        stops = set(self.stop_ids)
         out: list[list[int]] = [[] for _ in range(rows)]
-        finished = [False] * rows
         longest = max(len(row) for row in ids)
         budget = min(self.max_new_tokens, max(1, self.context_length - longest))
+        active = list(range(rows))  # the prompt index of each row still in the batch
         with torch.inference_mode():
             result = self.network(
                 input_ids=input_ids,
@@ -229,17 +229,27 @@ class LocalModel:
             cache = result.past_key_values
             next_position = torch.tensor([[len(row)] for row in ids], device=self.device)
             for produced in range(1, budget + 1):
-                chosen = self._choose(result.logits[:, -1, :].float(), generators)
-                for i in range(rows):
-                    if not finished[i]:
-                        token = int(chosen[i])
-                        out[i].append(token)
-                        finished[i] = bool((stop == token).any())
-                if all(finished) or produced == budget:
+                row_generators = None if generators is None else [generators[r] for r in active]
+                chosen = self._choose(result.logits[:, -1, :].float(), row_generators)
+                ended = []
+                for position, row in enumerate(active):
+                    token = int(chosen[position])
+                    out[row].append(token)
+                    if token in stops or produced == budget:
+                        ended.append(position)
+                if sessions is not None:
+                    self._keep([(active[p], p) for p in ended], keys, ids, out, cache, mask)
+                if len(ended) == len(active):
                     break
-                live = torch.tensor([not f for f in finished], device=self.device)
-                chosen = torch.where(live, chosen, torch.full_like(chosen, self.pad_id))
-                mask = torch.cat([mask, live[:, None].to(mask.dtype)], dim=1)
+                if ended:
+                    # Finished rows leave the batch: later steps compute only the running ones.
+                    done = set(ended)
+                    keep = [p for p in range(len(active)) if p not in done]
+                    index = torch.tensor(keep, device=self.device)
+                    cache.batch_select_indices(index)
+                    mask, next_position, chosen = mask[index], next_position[index], chosen[index]
+                    active = [active[p] for p in keep]
+                mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
                 result = self.network(
                     input_ids=chosen[:, None],
                     attention_mask=mask,
@@ -249,8 +259,6 @@ class LocalModel:
                 )
                 cache = result.past_key_values
                 next_position = next_position + 1
-        if sessions is not None:
-            self._keep(keys, ids, out, cache, mask)
         completions = []
         for prompt_ids, tokens in zip(ids, out, strict=True):
             body = tokens[:-1] if tokens and tokens[-1] in self.stop_ids else tokens
@@ -274,18 +282,20 @@ class LocalModel:
             layers.append((keys, values))
         return DynamicCache(ddp_cache_data=layers, config=self.network.config)
 
-    def _keep(self, keys, ids, out, cache, mask) -> None:
-        """Store each session's cache: its unmasked positions, and the tokens they hold."""
-        for i, key in enumerate(keys):
+    def _keep(self, ended, keys, ids, out, cache, mask) -> None:
+        """Store the cache of each (prompt index, batch row) that ended: its unmasked positions and
+        the tokens they hold (the last chosen token was never fed)."""
+        for row, position in ended:
+            key = keys[row]
             if key is None:
                 continue
-            valid = mask[i].nonzero().squeeze(-1)
-            fed = ids[i] + out[i][:-1]  # the last chosen token was never fed
+            valid = mask[position].nonzero().squeeze(-1)
+            fed = ids[row] + out[row][:-1]
             if len(fed) != len(valid):
                 self._sessions.pop(key, None)
                 continue
             per_layer = [
-                (layer.keys[i].index_select(-2, valid), layer.values[i].index_select(-2, valid))
+                (layer.keys[position].index_select(-2, valid), layer.values[position].index_select(-2, valid))
                 for layer in cache.layers
             ]
             self._sessions[key] = (fed, per_layer)

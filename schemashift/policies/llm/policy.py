@@ -195,6 +195,8 @@ class ModelPolicy:
         return decision.action
 
     def close(self) -> None:
+        for slot in self._slots:
+            self.engine.forget(slot)
         if self.cache is not None:
             self.cache.close()
 
