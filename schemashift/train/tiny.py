@@ -37,16 +37,20 @@ CHAT_TEMPLATE = (
 )
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 TINY_SHAPE = {
-    "hidden_size": 128,
-    "intermediate_size": 256,
+    "hidden_size": 64,
+    "intermediate_size": 192,
     "num_hidden_layers": 2,
     "num_attention_heads": 4,
-    "num_key_value_heads": 2,
+    # as many key/value heads as query heads: with a padding mask, transformers would copy
+    # grouped keys and values to every head at each decoding step
+    "num_key_value_heads": 4,
     "max_position_embeddings": 4096,
 }
 #: seeds whose oracle episodes train the tiny model
 TRAIN_SEEDS = range(3)
-DEFAULTS = {"vocab_size": 2048, "steps": 200, "lr": 3e-3, "max_seconds": 240.0, "seed": 0}
+#: one thread: a model this small gains little from more, and on shared CI cores a second thread
+#: that waits on a busy core made each step about five times slower (measured)
+DEFAULTS = {"vocab_size": 2048, "steps": 300, "lr": 5e-3, "max_seconds": 300.0, "seed": 0, "threads": 1}
 
 #: the code a tiny model depends on; its digest keys cached builds
 _SOURCES = ("train/tiny.py", "train/sft.py", "policies/llm/format.py", "policies/oracle.py", "env")
@@ -130,25 +134,30 @@ def build_tiny_model(
         pad_token_id=tokenizer.pad_token_id,
         **TINY_SHAPE,
     )
-    torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config)
-    model.generation_config.eos_token_id = config.eos_token_id
-    model.generation_config.pad_token_id = config.pad_token_id
-    manifest = sft_model(
-        model,
-        tokenizer,
-        out,
-        base_model="tiny-qwen2 (random init)",
-        rulesets=rulesets,
-        seeds=TRAIN_SEEDS,
-        scenarios=None,
-        steps=steps,
-        lr=DEFAULTS["lr"],
-        lora=False,
-        seed=seed,
-        max_seconds=max_seconds,
-        log=log,
-    )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(DEFAULTS["threads"])
+    try:
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config)
+        model.generation_config.eos_token_id = config.eos_token_id
+        model.generation_config.pad_token_id = config.pad_token_id
+        manifest = sft_model(
+            model,
+            tokenizer,
+            out,
+            base_model="tiny-qwen2 (random init)",
+            rulesets=rulesets,
+            seeds=TRAIN_SEEDS,
+            scenarios=None,
+            steps=steps,
+            lr=DEFAULTS["lr"],
+            lora=False,
+            seed=seed,
+            max_seconds=max_seconds,
+            log=log,
+        )
+    finally:
+        torch.set_num_threads(threads)
     manifest.update(code_digest=code_digest(), shape=TINY_SHAPE, vocab_size=len(tokenizer))
     (out / "sft.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest

@@ -5,8 +5,10 @@ One job per (model or checkpoint, ruleset) plays that ruleset's evaluation cells
   results/eval/api/<model>/<ruleset>/      an enabled API baseline of config `models`
   results/eval/base/<model>/<ruleset>/     a training run's untrained base model, shared by its runs
   results/eval/<run>/step-<n>/<ruleset>/   checkpoint n of training run <run>
-Each job keeps a response cache next to the results (results/cache/eval/...), so a rerun or a
-killed job replays what it already generated or paid for.
+Each job starts its output folder afresh (the eval verb's resume state there could hold cells of
+another configuration or code) and keeps a response cache apart from it (results/cache/eval/...),
+so a rerun or a killed job replays what it already generated or paid for instead of asking the
+model again.
 """
 
 
@@ -34,16 +36,14 @@ rule evaluate_api:
     params:
         code=CODE["eval"],
         policy=lambda w: API_MODELS[w.model]["policy"],
-        endpoint=lambda w: f"--base-url {shlex.quote(api_base_url(w.model))} {api_key_option(w.model)}",
-        client=lambda w: (
-            f"--max-concurrency {API_MODELS[w.model].get('max_concurrency', 4)} "
-            f"--timeout {API_MODELS[w.model].get('timeout_s', 120)}"
-        ),
+        client=lambda w: api_options(w.model),
+        keyless=lambda w: api_keyless_prefix(w.model),
         cells=lambda w: cells_args(w.ruleset),
         cache=lambda w: f"{RESULTS}/cache/eval/api/{w.model}/{w.ruleset}.sqlite",
         out=lambda w, output: Path(output.episodes).parent,
     shell:
-        "python -m schemashift.cli eval --policy '{params.policy}' {params.endpoint} {params.client} "
+        "rm -rf {params.out}/progress {params.out}/eval.json && {params.keyless}"
+        "python -m schemashift.cli eval --policy '{params.policy}' {params.client} "
         "--ruleset {wildcards.ruleset} {params.cells} --cache {params.cache} --out {params.out} "
         "> {log} 2>&1"
 
@@ -70,9 +70,12 @@ rule evaluate:
     params:
         code=CODE["eval"],
         policy=lambda w: evaluated_model(w.subject)[0],
+        stamp=lambda w: evaluated_model(w.subject)[2],
         cells=lambda w: cells_args(w.ruleset),
         cache=lambda w: f"{RESULTS}/cache/eval/{w.subject}/{w.ruleset}.sqlite",
         out=lambda w, output: Path(output.episodes).parent,
     shell:
-        "python -m schemashift.cli eval --policy '{params.policy}' --ruleset {wildcards.ruleset} "
-        "{params.cells} --cache {params.cache} --out {params.out} > {log} 2>&1"
+        "rm -rf {params.out}/progress {params.out}/eval.json && "
+        "python -m schemashift.cli eval --policy '{params.policy}' {params.stamp} "
+        "--ruleset {wildcards.ruleset} {params.cells} --cache {params.cache} --out {params.out} "
+        "> {log} 2>&1"

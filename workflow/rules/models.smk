@@ -54,20 +54,44 @@ def api_models():
                     f"config: models.{name} is enabled but its key variable {key} is not set"
                 )
         if on:
+            api_base_url(name)  # a bad endpoint fails here, before any job
             enabled[name] = model
     return enabled
 
 
 def api_base_url(name):
+    """The configured endpoint, or the one its base_url_env names; never one with credentials
+    in it, which would show in the job's command line."""
     model = config["models"][name]
     override = model.get("base_url_env")
-    return os.environ[override].strip() if _set(override) else model["base_url"]
+    if not _set(override):
+        return model["base_url"]
+    url = os.environ[override].strip()
+    if not re.fullmatch(r"https?://[^/@\s]+(/\S*)?", url):
+        raise ValueError(
+            f"config: models.{name}: {override} must be an http(s) URL without credentials "
+            "(keys go in the key variable)"
+        )
+    return url
 
 
-def api_key_option(name):
-    """The key's variable name (never its value) when it is set; a keyless local server otherwise."""
-    key = config["models"][name].get("key_env")
-    return f"--api-key-env {key}" if _set(key) else ""
+def api_options(name):
+    """--base-url, --api-key-env (the variable's name, never its value: only when it is set, a
+    keyless local server otherwise) and --max-concurrency of an API model's evaluation.
+    """
+    model = config["models"][name]
+    options = [f"--base-url {shlex.quote(api_base_url(name))}"]
+    if _set(model.get("key_env")):
+        options.append(f"--api-key-env {model['key_env']}")
+    options.append(f"--max-concurrency {model.get('max_concurrency', 4)}")
+    return " ".join(options)
+
+
+def api_keyless_prefix(name):
+    """A keyless endpoint must not get OpenAI's key, which the openai: policy sends by default."""
+    return (
+        "" if _set(config["models"][name].get("key_env")) else "env -u OPENAI_API_KEY "
+    )
 
 
 API_MODELS = api_models()
@@ -174,8 +198,9 @@ def train_done(run):
 
 
 def evaluated_model(subject):
-    """(policy spec, input or None) of an evaluation subject: base/<slug> or <run>/step-<n>; a
-    checkpoint's input is its run's completion record."""
+    """(policy spec, input or None, provenance options) of an evaluation subject: base/<slug>
+    (step 0 of every run that starts from it) or <run>/step-<n>, whose input is its run's
+    completion record (the checkpoints themselves are not outputs, so that a rerun resumes)."""
     head, tail = subject.split("/")
     if head == "base":
         bases = base_models()
@@ -183,14 +208,18 @@ def evaluated_model(subject):
             raise ValueError(
                 f"no training run has the base model folder {tail!r}; known: {sorted(bases)}"
             )
-        return f"hf:{bases[tail]}", None
+        return f"hf:{bases[tail]}", None, "--checkpoint-step 0"
     step = int(tail.removeprefix("step-"))
     if step not in checkpoint_steps(head):
         raise ValueError(
             f"train run {head!r} saves no checkpoint {step}; its checkpoints: {checkpoint_steps(head)}"
         )
     adapter = checkpoint_dir(head, step)
-    return f"hf:{train_run(head).base_model}@{adapter}", train_done(head)
+    return (
+        f"hf:{train_run(head).base_model}@{adapter}",
+        train_done(head),
+        f"--train-run {head} --checkpoint-step {step}",
+    )
 
 
 def model_targets():
@@ -224,7 +253,7 @@ def model_cells():
             subjects.append((f"hf:{model}", None, 0))
         for run in train_runs():
             for step in checkpoint_steps(run):
-                policy, _ = evaluated_model(f"{run}/step-{step}")
+                policy = evaluated_model(f"{run}/step-{step}")[0]
                 subjects.append((policy, run, step))
     cells = [
         (ruleset, policy, run, step, scenario, seed)

@@ -56,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     model.add_argument("--api-key-env", default=None, help="openai: NAME of the variable holding the key")
     model.add_argument("--max-concurrency", type=int, default=None, help="openai: requests in flight")
+    model.add_argument(
+        "--max-retries", type=int, default=None, help="openai: retries on 429/5xx/network errors"
+    )
 
 
 def _options(args: argparse.Namespace) -> dict:
@@ -66,7 +69,7 @@ def _options(args: argparse.Namespace) -> dict:
         names = {"max_new_tokens": "max_new_tokens", "dtype": "dtype", "device": "device"}
     else:
         names = {"max_new_tokens": "max_tokens", "base_url": "base_url", "api_key_env": "api_key_env"}
-        names["max_concurrency"] = "max_concurrency"
+        names.update(max_concurrency="max_concurrency", max_retries="max_retries")
     names.update(temperature="temperature", top_p="top_p", seed="seed")
     for attribute, option in names.items():
         value = getattr(args, attribute)

@@ -97,6 +97,8 @@ class LocalModel:
         if self.pad_id is None:
             self.pad_id = self.stop_ids[0]
         self.weights_sha256 = file_digest(model)
+        #: session -> (token ids held, per-layer (keys, values) of one row)
+        self._sessions: dict[Any, tuple[list[int], list[tuple[Any, Any]]]] = {}
         self.adapter_sha256 = file_digest(adapter) if adapter else None
 
     def _stop_ids(self) -> list[int]:
@@ -152,24 +154,58 @@ class LocalModel:
         return len(self.prompt_ids(messages))
 
     # -- generation ----------------------------------------------------------------------------------
+    def forget(self, session: Any) -> None:
+        """Drop the key/value cache kept for a session (an episode that ended)."""
+        self._sessions.pop(session, None)
+
     def generate(
-        self, prompts: Sequence[Sequence[dict[str, str]]], sample_indices: Sequence[int]
+        self,
+        prompts: Sequence[Sequence[dict[str, str]]],
+        sample_indices: Sequence[int],
+        sessions: Sequence[Any] | None = None,
     ) -> list[Completion]:
-        """One completion per prompt, all rows decoded together."""
+        """One completion per prompt, all rows decoded together.
+
+        With `sessions`, each row's keys and values are kept after the turn, and the next prompt
+        of the same session computes only what follows the longest common prefix with the
+        tokens already cached (a conversation grows by one turn per step, so most of a prompt
+        is cached); rows are laid out as [pad, cached prefix, pad, new tokens] with the padding
+        masked and true positions given explicitly.
+        """
         import torch
 
         if not prompts:
             return []
+        rows = len(prompts)
         ids = [self.prompt_ids(p) for p in prompts]
-        width = max(len(row) for row in ids)
-        rows = len(ids)
+        keys = list(sessions) if sessions is not None else [None] * rows
+        reuse, stored = [], []
+        for row, key in zip(ids, keys, strict=True):
+            cached = self._sessions.get(key) if key is not None else None
+            common = 0
+            if cached is not None:
+                limit = min(len(cached[0]), len(row) - 1)
+                while common < limit and cached[0][common] == row[common]:
+                    common += 1
+            reuse.append(common)
+            stored.append(cached)
+        prefix = max(reuse)
+        suffixes = [row[n:] for row, n in zip(ids, reuse, strict=True)]
+        width = max(len(x) for x in suffixes)
         input_ids = torch.full((rows, width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((rows, width), dtype=torch.long)
-        for i, row in enumerate(ids):
-            input_ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
-            mask[i, width - len(row) :] = 1
-        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        mask = torch.zeros((rows, prefix + width), dtype=torch.long)
+        positions = torch.zeros((rows, width), dtype=torch.long)
+        for i, (suffix, n) in enumerate(zip(suffixes, reuse, strict=True)):
+            input_ids[i, width - len(suffix) :] = torch.tensor(suffix, dtype=torch.long)
+            mask[i, prefix - n : prefix] = 1
+            mask[i, prefix + width - len(suffix) :] = 1
+            positions[i, width - len(suffix) :] = torch.arange(n, n + len(suffix))
+        cache = self._batched_cache(stored, reuse, prefix) if prefix else None
+        input_ids, mask, positions = (
+            input_ids.to(self.device),
+            mask.to(self.device),
+            positions.to(self.device),
+        )
         generators = None
         if self.temperature > 0:
             generators = []
@@ -177,30 +213,43 @@ class LocalModel:
                 generator = torch.Generator(device=self.device)
                 generator.manual_seed(row_seed(self.seed, prompt, sample))
                 generators.append(generator)
-        stop = torch.tensor(self.stop_ids, device=self.device)
+        stops = set(self.stop_ids)
         out: list[list[int]] = [[] for _ in range(rows)]
-        finished = [False] * rows
-        budget = min(self.max_new_tokens, max(1, self.context_length - width))
+        longest = max(len(row) for row in ids)
+        budget = min(self.max_new_tokens, max(1, self.context_length - longest))
+        active = list(range(rows))  # the prompt index of each row still in the batch
         with torch.inference_mode():
             result = self.network(
-                input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True
+                input_ids=input_ids,
+                attention_mask=mask,
+                position_ids=positions,
+                past_key_values=cache,
+                use_cache=True,
             )
             cache = result.past_key_values
-            next_position = positions[:, -1:] + 1
+            next_position = torch.tensor([[len(row)] for row in ids], device=self.device)
             for produced in range(1, budget + 1):
-                logits = result.logits[:, -1, :].float()
-                chosen = self._choose(logits, generators)
-                for i in range(rows):
-                    if not finished[i]:
-                        token = int(chosen[i])
-                        out[i].append(token)
-                        finished[i] = bool((stop == token).any())
-                if all(finished) or produced == budget:
+                row_generators = None if generators is None else [generators[r] for r in active]
+                chosen = self._choose(result.logits[:, -1, :].float(), row_generators)
+                ended = []
+                for position, row in enumerate(active):
+                    token = int(chosen[position])
+                    out[row].append(token)
+                    if token in stops or produced == budget:
+                        ended.append(position)
+                if sessions is not None:
+                    self._keep([(active[p], p) for p in ended], keys, ids, out, cache, mask)
+                if len(ended) == len(active):
                     break
-                chosen = torch.where(
-                    torch.tensor(finished, device=self.device), torch.full_like(chosen, self.pad_id), chosen
-                )
-                mask = torch.cat([mask, torch.ones((rows, 1), dtype=mask.dtype, device=self.device)], dim=1)
+                if ended:
+                    # Finished rows leave the batch: later steps compute only the running ones.
+                    done = set(ended)
+                    keep = [p for p in range(len(active)) if p not in done]
+                    index = torch.tensor(keep, device=self.device)
+                    cache.batch_select_indices(index)
+                    mask, next_position, chosen = mask[index], next_position[index], chosen[index]
+                    active = [active[p] for p in keep]
+                mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
                 result = self.network(
                     input_ids=chosen[:, None],
                     attention_mask=mask,
@@ -216,6 +265,40 @@ class LocalModel:
             text = self.tokenizer.decode(body, skip_special_tokens=True)
             completions.append(Completion(text=text, tokens_in=len(prompt_ids), tokens_out=len(tokens)))
         return completions
+
+    def _batched_cache(self, stored, reuse, prefix):
+        """A DynamicCache of `prefix` positions holding each row's reused keys/values, left-padded."""
+        from transformers import DynamicCache
+
+        template = next(entry for entry, n in zip(stored, reuse, strict=True) if n)[1]
+        layers = []
+        for layer, (k0, v0) in enumerate(template):
+            keys = k0.new_zeros((len(stored), k0.shape[0], prefix, k0.shape[-1]))
+            values = v0.new_zeros((len(stored), v0.shape[0], prefix, v0.shape[-1]))
+            for i, (entry, n) in enumerate(zip(stored, reuse, strict=True)):
+                if n:
+                    keys[i, :, prefix - n :] = entry[1][layer][0][:, :n]
+                    values[i, :, prefix - n :] = entry[1][layer][1][:, :n]
+            layers.append((keys, values))
+        return DynamicCache(ddp_cache_data=layers, config=self.network.config)
+
+    def _keep(self, ended, keys, ids, out, cache, mask) -> None:
+        """Store the cache of each (prompt index, batch row) that ended: its unmasked positions and
+        the tokens they hold (the last chosen token was never fed)."""
+        for row, position in ended:
+            key = keys[row]
+            if key is None:
+                continue
+            valid = mask[position].nonzero().squeeze(-1)
+            fed = ids[row] + out[row][:-1]
+            if len(fed) != len(valid):
+                self._sessions.pop(key, None)
+                continue
+            per_layer = [
+                (layer.keys[position].index_select(-2, valid), layer.values[position].index_select(-2, valid))
+                for layer in cache.layers
+            ]
+            self._sessions[key] = (fed, per_layer)
 
     def _choose(self, logits, generators):
         import torch

@@ -36,8 +36,13 @@ class Engine(Protocol):
     def count_tokens(self, messages: Sequence[Message]) -> int: ...
 
     def generate(
-        self, prompts: Sequence[Sequence[Message]], sample_indices: Sequence[int]
+        self,
+        prompts: Sequence[Sequence[Message]],
+        sample_indices: Sequence[int],
+        sessions: Sequence[Any] | None = None,
     ) -> list[Completion | BaseException]: ...
+
+    def forget(self, session: Any) -> None: ...
 
 
 @dataclass
@@ -104,10 +109,11 @@ class ModelPolicy:
     # -- lockstep ---------------------------------------------------------------------------------------
     def start_slot(self, slot: int, cell: Any = None) -> None:
         self._slots[slot] = _Slot(sample_index=getattr(cell, "sample_index", 0) if cell is not None else 0)
+        self.engine.forget(slot)
 
     def act_batch(self, entries: Sequence[tuple[int, Any, dict[str, Any]]]) -> list[Decision]:
         """Decide for every (slot, cell, observation) at once."""
-        prompts, samples = [], []
+        prompts, samples, slots = [], [], []
         for slot, _cell, observation in entries:
             state = self._slots.setdefault(slot, _Slot())
             if state.conversation is None:
@@ -121,7 +127,8 @@ class ModelPolicy:
                 state.conversation.add_turn(state.last_text or "", observation)
             prompts.append(state.conversation.messages())
             samples.append(state.sample_index)
-        completions = self._complete(prompts, samples)
+            slots.append(slot)
+        completions = self._complete(prompts, samples, slots)
         decisions = []
         for (slot, _cell, _obs), completion in zip(entries, completions, strict=True):
             if isinstance(completion, BaseException):
@@ -141,9 +148,13 @@ class ModelPolicy:
             return Decision(completion.text, usage, True, completion.text, completion.cached)
         return Decision(parsed.action, usage, False, completion.text, completion.cached)
 
-    def _complete(self, prompts: list[list[Message]], samples: list[int]) -> list[Completion | BaseException]:
+    def _complete(
+        self, prompts: list[list[Message]], samples: list[int], slots: list[int]
+    ) -> list[Completion | BaseException]:
+        """Completions for the prompts: cache hits first, the rest from the engine in one call;
+        `slots` let a local engine keep each episode's keys and values between turns."""
         if self.cache is None:
-            return list(self.engine.generate(prompts, samples))
+            return list(self.engine.generate(prompts, samples, slots))
         from schemashift.policies.llm.cache import ResponseCache
 
         keys = [
@@ -157,7 +168,9 @@ class ModelPolicy:
                 first.setdefault(key, position)
         if first:
             missing = list(first.values())
-            made = self.engine.generate([prompts[i] for i in missing], [samples[i] for i in missing])
+            made = self.engine.generate(
+                [prompts[i] for i in missing], [samples[i] for i in missing], [slots[i] for i in missing]
+            )
             fresh = dict(zip((keys[i] for i in missing), made, strict=True))
             for key, completion in fresh.items():
                 if isinstance(completion, Completion):
@@ -182,6 +195,8 @@ class ModelPolicy:
         return decision.action
 
     def close(self) -> None:
+        for slot in self._slots:
+            self.engine.forget(slot)
         if self.cache is not None:
             self.cache.close()
 
@@ -215,8 +230,14 @@ class ApiModel:
     def count_tokens(self, messages: Sequence[Message]) -> int:
         return estimate_tokens(messages)
 
+    def forget(self, session: Any) -> None:
+        """Nothing is kept between requests."""
+
     def generate(
-        self, prompts: Sequence[Sequence[Message]], sample_indices: Sequence[int]
+        self,
+        prompts: Sequence[Sequence[Message]],
+        sample_indices: Sequence[int],
+        sessions: Sequence[Any] | None = None,
     ) -> list[Completion | BaseException]:
         requests = []
         for messages, sample in zip(prompts, sample_indices, strict=True):
@@ -235,16 +256,8 @@ class ApiModel:
 # -- factories for the policy registry ---------------------------------------------------------------
 
 _HF_OPTIONS = {"device", "dtype", "max_new_tokens", "temperature", "top_p", "seed"}
-_API_OPTIONS = {
-    "base_url",
-    "api_key_env",
-    "max_concurrency",
-    "timeout_s",
-    "max_tokens",
-    "temperature",
-    "top_p",
-    "seed",
-}
+_CLIENT_OPTIONS = ("max_concurrency", "timeout_s", "max_retries")
+_API_OPTIONS = {"base_url", "api_key_env", *_CLIENT_OPTIONS, "max_tokens", "temperature", "top_p", "seed"}
 _COMMON = {"harness", "cache", "max_prompt_tokens"}
 
 
@@ -307,9 +320,7 @@ def make_openai_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPoli
     key_env = engine_options.pop("api_key_env", None)
     if key_env is None and os.environ.get(DEFAULT_KEY_ENV):
         key_env = DEFAULT_KEY_ENV
-    client_options = {
-        k: engine_options.pop(k) for k in ("max_concurrency", "timeout_s") if k in engine_options
-    }
+    client_options = {k: engine_options.pop(k) for k in _CLIENT_OPTIONS if k in engine_options}
     client = ChatClient(base_url, spec, api_key_env=key_env, **client_options)
     _open_cache(common)
     return ModelPolicy(

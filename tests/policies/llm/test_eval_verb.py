@@ -1,0 +1,133 @@
+"""`schemashift eval`: result files, refusal of mixed configurations, infra errors, and resume
+after SIGKILL giving the records of an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from openai_server import OpenAIServer
+from test_api_policy import oracle_reply
+
+from schemashift.cli import main
+from schemashift.rollout import io
+
+REPO = Path(__file__).resolve().parents[3]
+SCENARIOS = "E1_onboard_new_hire,E3_customer_lookup"
+
+
+def episodes(out: Path) -> list[dict]:
+    return [
+        {k: v for k, v in row.items() if k != "wall_s"}
+        for row in pq.read_table(out / "episodes.parquet").to_pylist()
+    ]
+
+
+def test_eval_with_an_api_model_writes_the_run_files(tmp_path: Path, capsys) -> None:
+    with OpenAIServer(oracle_reply) as server:
+        args = ["eval", "--policy", "openai:m", "--base-url", server.base_url, "--scenarios", SCENARIOS]
+        assert main([*args, "--seeds", "0-1", "--out", str(tmp_path / "a"), "--batch-size", "3"]) == 0
+        sent = len(server.chat_requests())
+        # a rerun in the same directory resumes everything and asks nothing
+        assert main([*args, "--seeds", "0-1", "--out", str(tmp_path / "a")]) == 0
+        assert len(server.chat_requests()) == sent
+    out = tmp_path / "a"
+    assert {p.name for p in out.iterdir()} >= {"episodes.parquet", "drifts.parquet", "trajectories.jsonl.gz"}
+    rows = episodes(out)
+    assert [(r["scenario"], r["seed"]) for r in rows] == [
+        (s, n) for s in SCENARIOS.split(",") for n in (0, 1)
+    ]
+    assert all(
+        r["status"] == "graded" and r["policy"] == "openai:m" and r["harness"] == "default" for r in rows
+    )
+    assert all(
+        r["base_model"] == "m" and json.loads(r["generation_config"])["format_version"] == 1 for r in rows
+    )
+    assert len({r["run_id"] for r in rows}) == 1
+    assert "4 resumed" in capsys.readouterr().out
+
+
+def test_another_configuration_in_the_same_directory_is_refused(tmp_path: Path, capsys) -> None:
+    with OpenAIServer(oracle_reply) as server:
+        args = [
+            "eval",
+            "--policy",
+            "openai:m",
+            "--base-url",
+            server.base_url,
+            "--scenarios",
+            "E1_onboard_new_hire",
+        ]
+        assert main([*args, "--seeds", "0", "--out", str(tmp_path)]) == 0
+        assert main([*args, "--seeds", "0", "--out", str(tmp_path), "--temperature", "0.7"]) == 2
+    assert "another configuration" in capsys.readouterr().err
+
+
+def test_an_unreachable_api_gives_infra_error_rows(tmp_path: Path) -> None:
+    args = [
+        "eval",
+        "--policy",
+        "openai:m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--scenarios",
+        "E1_onboard_new_hire",
+    ]
+    assert main([*args, "--seeds", "0", "--out", str(tmp_path), "--no-cache", "--max-retries", "0"]) == 1
+    (row,) = episodes(tmp_path)
+    assert row["status"] == "infra_error" and row["error"]
+    assert not (tmp_path / "responses.sqlite").exists()
+
+
+def test_heuristic_policies_are_pointed_to_run(tmp_path: Path, capsys) -> None:
+    assert main(["eval", "--policy", "oracle", "--out", str(tmp_path)]) == 2
+    assert "use `run`" in capsys.readouterr().err
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_sigkilled_evaluation_resumes_to_the_uninterrupted_result(tiny_model: Path, tmp_path: Path) -> None:
+    def command(out: Path) -> list[str]:
+        return [
+            sys.executable, "-m", "schemashift.cli", "eval", "--policy", f"hf:{tiny_model}", "--scenarios",
+            SCENARIOS, "--seeds", "0-2", "--out", str(out), "--batch-size", "1", "--run-id", "r1",
+            "--dtype", "float64", "--max-new-tokens", "128",
+        ]  # fmt: skip
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}  # see conftest
+    killed = tmp_path / "killed"
+    process = subprocess.Popen(command(killed), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 600
+    progress = killed / "progress"
+    while time.monotonic() < deadline and len(list(progress.rglob("*.json"))) < 2:
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    before = {p: p.read_bytes() for p in progress.rglob("*.json")}
+    assert 2 <= len(before) < 6 and not (killed / "episodes.parquet").exists()
+
+    resumed = subprocess.run(command(killed), env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{len(before)} resumed" in resumed.stdout
+    assert all(path.read_bytes() == data for path, data in before.items())  # finished cells not redone
+
+    whole = tmp_path / "whole"
+    uninterrupted = subprocess.run(command(whole), env=env, capture_output=True, text=True, timeout=600)
+    assert uninterrupted.returncode == 0, uninterrupted.stderr
+    assert episodes(killed) == episodes(whole)
+    assert (
+        pq.read_table(killed / "drifts.parquet").to_pylist()
+        == pq.read_table(whole / "drifts.parquet").to_pylist()
+    )
+    assert list(io.read_jsonl(killed / "trajectories.jsonl.gz")) == list(
+        io.read_jsonl(whole / "trajectories.jsonl.gz")
+    )
