@@ -89,7 +89,8 @@ def test_a_key_variable_enables_its_shipped_models(copy, variables, enabled):
     counts, output = dry_run(copy, "--until", "evaluate_api", configfile=None, env=no_keys(**variables))
     jobs = [outs[0] for rule, outs in planned_outputs(output) if rule == "evaluate_api"]
     assert {Path(out).parts[3] for out in jobs} == enabled
-    assert counts["evaluate_api"] == len(enabled)  # one ruleset (legacy) in config.yaml
+    rulesets = yaml.safe_load((copy / "config.yaml").read_text())["rulesets"]
+    assert counts["evaluate_api"] == len(enabled) * len(rulesets)  # one job per ruleset
     for value in variables.values():
         if value.startswith("http"):
             continue
@@ -182,25 +183,33 @@ TRAIN = {
     "defaults": {"max_steps": 100, "save_steps": 50},
     "runs": {
         "grpo_a": {"base_model": BASE, "ruleset": "legacy", "reward": "v1"},
-        "grpo_b": {"base_model": BASE, "ruleset": "legacy", "reward": "binary", "checkpoints": [30]},
+        "grpo_b": {
+            "base_model": BASE,
+            "ruleset": "legacy",
+            "reward": "binary",
+            "overrides": {"max_steps": 30, "save_steps": 30},
+        },
     },
 }
 
 
+def finished_training(copy: Path, run: str) -> Path:
+    """What a finished train job leaves for the evaluations to wait on: its run config, then its
+    completion record (newer)."""
+    folder = copy / f"results/train/{run}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "run-config.json").write_text("{}")
+    (folder / "train.done.json").write_text("{}")
+    return folder
+
+
 @pytest.fixture
 def checkpoints(copy):
-    """The checkpoint folders training would write (a later issue's rule)."""
-    made = [
-        copy / f"results/train/{run}/checkpoint-{step}"
-        for run, step in (("grpo_a", 50), ("grpo_a", 100), ("grpo_b", 30))
-    ]
-    for folder in made:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "adapter_config.json").write_text("{}")
+    """Both training runs finished."""
+    made = [finished_training(copy, run) for run in ("grpo_a", "grpo_b")]
     yield made
     for folder in made:
-        (folder / "adapter_config.json").unlink()
-        folder.rmdir()
+        shutil.rmtree(folder)
 
 
 def test_checkpoints_and_one_shared_base_evaluation_are_default_targets_when_training_is_on(
@@ -251,17 +260,11 @@ def test_one_checkpoints_evaluation_is_a_target(copy, tmp_path, checkpoints, ena
     )
 
 
-def test_a_checkpoint_evaluation_waits_for_its_checkpoint(copy, tmp_path):
+def test_a_checkpoint_evaluation_waits_for_its_run_to_train(copy, tmp_path):
     path = config_file(tmp_path, train=TRAIN)
-    proc = snakemake(
-        copy,
-        "--dry-run",
-        "results/eval/grpo_a/step-100/legacy/episodes.parquet",
-        configfile=path,
-        check=False,
-    )
-    assert proc.returncode != 0
-    assert "results/train/grpo_a/checkpoint-100" in proc.stdout and "Missing input files" in proc.stdout
+    counts, output = dry_run(copy, "results/eval/grpo_a/step-100/legacy/episodes.parquet", configfile=path)
+    assert counts == {"train_config": 1, "train": 1, "evaluate": 1}
+    assert "--run grpo_a --out results/train/grpo_a --resume" in output
 
 
 def test_a_step_the_run_does_not_save_is_a_clear_error(copy, tmp_path, checkpoints):
@@ -273,15 +276,17 @@ def test_a_step_the_run_does_not_save_is_a_clear_error(copy, tmp_path, checkpoin
     assert "train run 'grpo_a' saves no checkpoint 70; its checkpoints: [50, 100]" in proc.stdout
 
 
-def test_a_run_without_checkpoints_is_a_clear_error(copy, tmp_path):
+def test_a_run_with_bad_settings_is_a_clear_error(copy, tmp_path):
     train = {
         "enabled": True,
         "defaults": {},
-        "runs": {"r": {"base_model": BASE, "ruleset": "legacy", "reward": "v1"}},
+        "runs": {
+            "r": {"base_model": BASE, "ruleset": "legacy", "reward": "v1", "overrides": {"save_steps": 0}}
+        },
     }
     proc = snakemake(copy, "--dry-run", configfile=config_file(tmp_path, train=train), check=False)
     assert proc.returncode != 0
-    assert "train run 'r' lists no checkpoints" in proc.stdout
+    assert "train.runs.r: save_steps must be a positive integer, got 0" in proc.stdout
 
 
 # --- an API baseline end to end ------------------------------------------------------------------------
@@ -416,6 +421,7 @@ def test_a_checkpoint_and_its_base_model_are_evaluated_for_real(copy, tmp_path, 
     lora = LoraConfig(r=4, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     checkpoint = copy / "results/train/tiny_run/checkpoint-5"
     get_peft_model(base, lora).save_pretrained(checkpoint)
+    finished_training(copy, "tiny_run")
     train = {
         "enabled": True,
         "defaults": {},
@@ -424,7 +430,7 @@ def test_a_checkpoint_and_its_base_model_are_evaluated_for_real(copy, tmp_path, 
                 "base_model": str(tiny_model),
                 "ruleset": "legacy",
                 "reward": "v1",
-                "checkpoints": [5],
+                "overrides": {"max_steps": 5, "save_steps": 5},
             }
         },
     }
