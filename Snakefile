@@ -5,7 +5,12 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config.yaml"
+# A --configfile given on the command line is the whole configuration (the schema's defaults fill
+# in what it leaves out), so a test or study config never inherits the default's runs and models;
+# without one, config.yaml is. --config KEY=VALUE overrides either.
+if not workflow.config_settings.configfiles:
+
+    configfile: "config.yaml"
 
 
 include: "workflow/rules/common.smk"

@@ -53,10 +53,10 @@ def config_file(directory: Path, name: str = "config.yaml", **sections) -> Path:
     return path
 
 
-def dry_run(copy: Path, *args: str, env=None, **kwargs) -> tuple[dict[str, int], str]:
-    proc = snakemake(
-        copy, "--dry-run", "--forceall", "--printshellcmds", *args, env=env or no_keys(), **kwargs
-    )
+def dry_run(copy: Path, *args: str, env=None, force=True, **kwargs) -> tuple[dict[str, int], str]:
+    """Jobs a dry-run plans: everything (--forceall) or, with force=False, only what is missing."""
+    forced = ("--forceall",) if force else ()
+    proc = snakemake(copy, "--dry-run", *forced, "--printshellcmds", *args, env=env or no_keys(), **kwargs)
     return job_counts(proc.stdout), proc.stdout
 
 
@@ -96,12 +96,12 @@ def test_a_key_variable_enables_its_shipped_models(copy, variables, enabled):
             continue
         assert value not in output, "a key's value reached snakemake's output"
     commands = shell_commands(output)
-    if "OLLAMA_BASE_URL" in variables:
-        (command,) = commands
+    if "OLLAMA" in "".join(variables):
+        assert len(commands) == len(rulesets)
+    for command in commands if "OLLAMA_BASE_URL" in variables else ():
         assert "--base-url http://127.0.0.1:11434/v1 --max-concurrency 4" in command
         assert "--api-key-env" not in command and "env -u OPENAI_API_KEY python" in command
-    elif "OLLAMA_API_KEY" in variables:
-        (command,) = commands
+    for command in commands if "OLLAMA_API_KEY" in variables else ():
         assert "--base-url https://ollama.com/v1 --api-key-env OLLAMA_API_KEY" in command
         assert "--policy 'openai:gpt-oss:120b'" in command
 
@@ -239,8 +239,9 @@ def test_no_checkpoint_evaluation_in_the_default_targets_when_training_is_off(co
 @pytest.mark.parametrize("enabled", [True, False])
 def test_one_checkpoints_evaluation_is_a_target(copy, tmp_path, checkpoints, enabled):
     path = config_file(tmp_path, train={**TRAIN, "enabled": enabled})
-    counts, output = dry_run(copy, "results/eval/grpo_a/step-50/legacy/episodes.parquet", configfile=path)
-    assert counts == {"evaluate": 1}
+    target = "results/eval/grpo_a/step-50/legacy/episodes.parquet"
+    counts, output = dry_run(copy, target, configfile=path, force=False)
+    assert counts == {"evaluate": 1}, "the run has trained: only the evaluation is left"
     (command,) = shell_commands(output)
     assert command == (
         "rm -rf results/eval/grpo_a/step-50/legacy/progress results/eval/grpo_a/step-50/legacy/eval.json && "
@@ -251,7 +252,8 @@ def test_one_checkpoints_evaluation_is_a_target(copy, tmp_path, checkpoints, ena
         "> results/logs/eval/grpo_a/step-50/legacy.log 2>&1"
     )
     assert re.search(r"resources:.*\bgpu=1\b", output)
-    counts, output = dry_run(copy, f"results/eval/base/{SLUG}/legacy/trajectories.jsonl.gz", configfile=path)
+    base = f"results/eval/base/{SLUG}/legacy/trajectories.jsonl.gz"
+    counts, output = dry_run(copy, base, configfile=path, force=False)
     assert counts == {"evaluate": 1}
     (command,) = shell_commands(output)
     assert (

@@ -200,7 +200,8 @@ def train_done(run):
 def evaluated_model(subject):
     """(policy spec, input or None, provenance options) of an evaluation subject: base/<slug>
     (step 0 of every run that starts from it) or <run>/step-<n>, whose input is its run's
-    completion record (the checkpoints themselves are not outputs, so that a rerun resumes)."""
+    completion record (the checkpoints themselves are not outputs, so that a rerun resumes).
+    """
     head, tail = subject.split("/")
     if head == "base":
         bases = base_models()
