@@ -154,8 +154,8 @@ class V1Ruleset(Ruleset):
         extra["met"] = [False] * len(task.ground_truth["criteria"])
         extra["damage"] = dict.fromkeys(task.tools, ())
         extra["dirty"] = {*task.tools, None}
-        phi = extra["phi"] = self._progress(ep)[0]
-        extra["phi0"] = phi
+        # Phi of the state before the next step, and of the world as it is now.
+        extra["phi"] = extra["phi_now"] = self._progress(ep)[0]
         extra["training_reward"] = 0.0
         extra["grade"] = None
         return ep
@@ -288,7 +288,7 @@ class V1Ruleset(Ruleset):
         extra = ep.extra
         if extra["dirty"]:
             extra["phi_now"] = self._progress(ep)[0]
-        phi_now = 0.0 if ep.done else extra.get("phi_now", extra["phi"])
+        phi_now = 0.0 if ep.done else extra["phi_now"]
         shaping = GAMMA * phi_now - extra["phi"]
         extra["phi"] = phi_now
         breakdown: dict[str, Any] = {"phi": phi_now, "shaping": shaping}
