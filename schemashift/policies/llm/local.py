@@ -169,10 +169,11 @@ class LocalModel:
         With `sessions`, each row's keys and values are kept after the turn, and the next prompt
         of the same session computes only what follows the longest common prefix with the
         tokens already cached (a conversation grows by one turn per step, so most of a prompt
-        is cached); rows are laid out as [pad, cached prefix, pad, new tokens] with the padding
-        masked and true positions given explicitly.
+        is cached). The new tokens of each row are computed alone; the rows' caches are then
+        left-padded into one batch, with the padding masked, for decoding.
         """
         import torch
+        from transformers import DynamicCache
 
         if not prompts:
             return []
@@ -189,23 +190,28 @@ class LocalModel:
                     common += 1
             reuse.append(common)
             stored.append(cached)
-        prefix = max(reuse)
-        suffixes = [row[n:] for row, n in zip(ids, reuse, strict=True)]
-        width = max(len(x) for x in suffixes)
-        input_ids = torch.full((rows, width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((rows, prefix + width), dtype=torch.long)
-        positions = torch.zeros((rows, width), dtype=torch.long)
-        for i, (suffix, n) in enumerate(zip(suffixes, reuse, strict=True)):
-            input_ids[i, width - len(suffix) :] = torch.tensor(suffix, dtype=torch.long)
-            mask[i, prefix - n : prefix] = 1
-            mask[i, prefix + width - len(suffix) :] = 1
-            positions[i, width - len(suffix) :] = torch.arange(n, n + len(suffix))
-        cache = self._batched_cache(stored, reuse, prefix) if prefix else None
-        input_ids, mask, positions = (
-            input_ids.to(self.device),
-            mask.to(self.device),
-            positions.to(self.device),
-        )
+        # Each row's new tokens are computed alone: without padding, attention needs no mask and
+        # takes the fused causal kernel. Decoding then runs all rows together.
+        logits, row_caches = [], []
+        with torch.inference_mode():
+            for row, n, entry in zip(ids, reuse, stored, strict=True):
+                past = None
+                if n:
+                    past = DynamicCache(
+                        ddp_cache_data=[(k[None, :, :n], v[None, :, :n]) for k, v in entry[1]],
+                        config=self.network.config,
+                    )
+                result = self.network(
+                    input_ids=torch.tensor([row[n:]], device=self.device),
+                    position_ids=torch.arange(n, len(row), device=self.device)[None],
+                    past_key_values=past,
+                    use_cache=True,
+                )
+                logits.append(result.logits[:, -1, :].float())
+                row_caches.append(
+                    [(layer.keys[0], layer.values[0]) for layer in result.past_key_values.layers]
+                )
+        cache, mask = self._batched_cache(row_caches)
         generators = None
         if self.temperature > 0:
             generators = []
@@ -219,18 +225,11 @@ class LocalModel:
         budget = min(self.max_new_tokens, max(1, self.context_length - longest))
         active = list(range(rows))  # the prompt index of each row still in the batch
         with torch.inference_mode():
-            result = self.network(
-                input_ids=input_ids,
-                attention_mask=mask,
-                position_ids=positions,
-                past_key_values=cache,
-                use_cache=True,
-            )
-            cache = result.past_key_values
+            next_logits = torch.cat(logits)
             next_position = torch.tensor([[len(row)] for row in ids], device=self.device)
             for produced in range(1, budget + 1):
                 row_generators = None if generators is None else [generators[r] for r in active]
-                chosen = self._choose(result.logits[:, -1, :].float(), row_generators)
+                chosen = self._choose(next_logits, row_generators)
                 ended = []
                 for position, row in enumerate(active):
                     token = int(chosen[position])
@@ -258,6 +257,7 @@ class LocalModel:
                     use_cache=True,
                 )
                 cache = result.past_key_values
+                next_logits = result.logits[:, -1, :].float()
                 next_position = next_position + 1
         completions = []
         for prompt_ids, tokens in zip(ids, out, strict=True):
@@ -266,21 +266,24 @@ class LocalModel:
             completions.append(Completion(text=text, tokens_in=len(prompt_ids), tokens_out=len(tokens)))
         return completions
 
-    def _batched_cache(self, stored, reuse, prefix):
-        """A DynamicCache of `prefix` positions holding each row's reused keys/values, left-padded."""
+    def _batched_cache(self, row_caches):
+        """One DynamicCache over all rows, left-padded to the longest, and its attention mask."""
+        import torch
         from transformers import DynamicCache
 
-        template = next(entry for entry, n in zip(stored, reuse, strict=True) if n)[1]
+        lengths = [layers[0][0].shape[-2] for layers in row_caches]
+        width = max(lengths)
+        mask = torch.zeros((len(row_caches), width), dtype=torch.long, device=self.device)
         layers = []
-        for layer, (k0, v0) in enumerate(template):
-            keys = k0.new_zeros((len(stored), k0.shape[0], prefix, k0.shape[-1]))
-            values = v0.new_zeros((len(stored), v0.shape[0], prefix, v0.shape[-1]))
-            for i, (entry, n) in enumerate(zip(stored, reuse, strict=True)):
-                if n:
-                    keys[i, :, prefix - n :] = entry[1][layer][0][:, :n]
-                    values[i, :, prefix - n :] = entry[1][layer][1][:, :n]
+        for layer, (k0, v0) in enumerate(row_caches[0]):
+            keys = k0.new_zeros((len(row_caches), k0.shape[0], width, k0.shape[-1]))
+            values = v0.new_zeros((len(row_caches), v0.shape[0], width, v0.shape[-1]))
+            for i, (per_layer, n) in enumerate(zip(row_caches, lengths, strict=True)):
+                keys[i, :, width - n :] = per_layer[layer][0]
+                values[i, :, width - n :] = per_layer[layer][1]
+                mask[i, width - n :] = 1
             layers.append((keys, values))
-        return DynamicCache(ddp_cache_data=layers, config=self.network.config)
+        return DynamicCache(ddp_cache_data=layers, config=self.network.config), mask
 
     def _keep(self, ended, keys, ids, out, cache, mask) -> None:
         """Store the cache of each (prompt index, batch row) that ended: its unmasked positions and
