@@ -14,6 +14,9 @@ the transport's floor.
   (the echo driver resets as often: the recorded episodes' lengths). Target: ours at least 0.7x
   the echo environment's steps per second.
 - The in-process figure: the same episodes on `schemashift.env.Environment` directly.
+- CPU per step (server process + client process, Linux /proc) during the latency rounds: the
+  figure least disturbed by other load on the machine; on a saturated machine throughput
+  follows it.
 
     python benchmarks/server_latency.py [--steps 3000] [--rounds 5] [--sessions 8] [--seconds 5]
 """
@@ -193,7 +196,8 @@ def in_process_step_us(steps: int) -> float:
     return total / steps * 1e6
 
 
-def throughput(driver_cls: type, url: str, sessions: int, seconds: float) -> float:
+def throughput(driver_cls: type, url: str, sessions: int, seconds: float, pid: int) -> tuple[float, float]:
+    """(steps per second, CPU seconds per step of server and client) of `sessions` concurrent sessions."""
     drivers = [driver_cls(url, offset=1000 * i) for i in range(sessions)]
     counts = [0] * sessions
     stop = threading.Event()
@@ -209,15 +213,15 @@ def throughput(driver_cls: type, url: str, sessions: int, seconds: float) -> flo
     for thread in threads:
         thread.start()
     barrier.wait()
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), process_cpu_s(pid) + own_cpu_s()
     time.sleep(seconds)
     stop.set()
     for thread in threads:
         thread.join()
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, process_cpu_s(pid) + own_cpu_s() - cpu_before
     for driver in drivers:
         driver.close()
-    return sum(counts) / elapsed
+    return sum(counts) / elapsed, cpu / max(1, sum(counts))
 
 
 # -- servers --------------------------------------------------------------------------------------------
@@ -246,6 +250,19 @@ def start(command: list[str], port: int) -> subprocess.Popen:
     sys.exit(f"server did not start: {' '.join(command)}")
 
 
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def summary(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
     return {
@@ -262,7 +279,15 @@ def main() -> int:
     )
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (default: %(default)s)")
     parser.add_argument("--sessions", type=int, default=8, help="concurrent sessions (default: %(default)s)")
-    parser.add_argument("--seconds", type=float, default=5.0, help="throughput window (default: %(default)s)")
+    parser.add_argument(
+        "--seconds", type=float, default=8.0, help="throughput time per server (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--alternations",
+        type=int,
+        default=4,
+        help="throughput runs per server, alternating (default: %(default)s)",
+    )
     parser.add_argument("--serve-echo", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_echo:
@@ -277,28 +302,36 @@ def main() -> int:
     ]
     try:
         ours_url, echo_url = f"http://127.0.0.1:{ours_port}", f"http://127.0.0.1:{echo_port}"
+        pids = {"schemashift": servers[0].pid, "echo": servers[1].pid}
         drivers = {"schemashift": SchemaShiftDriver(ours_url), "echo": EchoDriver(echo_url)}
         for driver in drivers.values():  # warm-up: connections, imports, caches
             for _ in range(200):
                 driver.step()
         samples: dict[str, list[float]] = {name: [] for name in drivers}
+        cpu = {name: [0.0, 0.0] for name in drivers}  # server, client seconds
         round_ratios = []
         per_round = max(1, args.steps // args.rounds)
         for _ in range(args.rounds):
             means = {}
             for name, driver in drivers.items():
+                server_before, client_before = process_cpu_s(pids[name]), own_cpu_s()
                 batch = [driver.step() for _ in range(per_round)]
+                cpu[name][0] += process_cpu_s(pids[name]) - server_before
+                cpu[name][1] += own_cpu_s() - client_before
                 samples[name] += batch
                 means[name] = statistics.fmean(batch)
             round_ratios.append(means["schemashift"] / means["echo"])
         for driver in drivers.values():
             driver.close()
-        rates = {"schemashift": [], "echo": []}
-        for _ in range(2):  # alternate twice
-            rates["schemashift"].append(
-                throughput(SchemaShiftDriver, ours_url, args.sessions, args.seconds / 2)
-            )
-            rates["echo"].append(throughput(EchoDriver, echo_url, args.sessions, args.seconds / 2))
+        rates: dict[str, list[tuple[float, float]]] = {"schemashift": [], "echo": []}
+        for _ in range(args.alternations):
+            for name, cls, url in (
+                ("schemashift", SchemaShiftDriver, ours_url),
+                ("echo", EchoDriver, echo_url),
+            ):
+                rates[name].append(
+                    throughput(cls, url, args.sessions, args.seconds / args.alternations, pids[name])
+                )
     finally:
         for server in servers:
             server.terminate()
@@ -319,15 +352,32 @@ def main() -> int:
     print(f"  ratio schemashift/echo (mean) {ratio:.2f}x (target <= {LATENCY_TARGET}x: {verdict})")
     print(f"  median of the {args.rounds} paired rounds' ratios {statistics.median(round_ratios):.2f}x")
     print(f"  in-process step (same episodes, no transport) {inprocess:.1f} us")
-    ours_rate, echo_rate = statistics.fmean(rates["schemashift"]), statistics.fmean(rates["echo"])
+    steps = {name: len(values) for name, values in samples.items()}
+    for name, (server_s, client_s) in cpu.items():
+        print(
+            f"  CPU per step {name:12s} server {server_s / steps[name] * 1e6:.0f} us + client "
+            f"{client_s / steps[name] * 1e6:.0f} us (resets included)"
+        )
+    ours_cpu, echo_cpu = (sum(cpu[name]) / steps[name] for name in ("schemashift", "echo"))
+    print(f"  CPU ratio schemashift/echo {ours_cpu / echo_cpu:.2f}x")
+    ours_rate = statistics.fmean(rate for rate, _ in rates["schemashift"])
+    echo_rate = statistics.fmean(rate for rate, _ in rates["echo"])
     share = ours_rate / echo_rate
+    paired = statistics.median(a[0] / b[0] for a, b in zip(rates["schemashift"], rates["echo"], strict=True))
+    cpu_ratio = statistics.fmean(c for _, c in rates["schemashift"]) / statistics.fmean(
+        c for _, c in rates["echo"]
+    )
     verdict = "ok" if share >= THROUGHPUT_TARGET else "MISSED"
     print(
         f"throughput with {args.sessions} concurrent sessions "
-        f"({args.seconds:.0f} s each, two alternating runs):"
+        f"({args.seconds:.0f} s each, in {args.alternations} alternating runs):"
     )
     print(f"  schemashift {ours_rate:.0f} steps/s, echo env {echo_rate:.0f} steps/s")
     print(f"  ratio schemashift/echo {share:.2f}x (target >= {THROUGHPUT_TARGET}x: {verdict})")
+    print(
+        f"  median of the paired runs' ratios {paired:.2f}x; "
+        f"CPU per step ratio schemashift/echo {cpu_ratio:.2f}x"
+    )
     print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0
 
