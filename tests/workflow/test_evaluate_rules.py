@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
 import shutil
 import sys
@@ -388,24 +387,6 @@ def test_api_baseline_end_to_end_and_replay_from_the_cache(copy, tmp_path):
 
 
 # --- a checkpoint and its base model evaluated for real, with the tiny model -----------------------
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    """The warm-started tiny model where SCHEMASHIFT_TEST_CACHE holds it; otherwise one with two
-    supervised steps, built in seconds: this test checks the rule's plumbing (policy spec,
-    adapter, provenance columns), not the model's play, and must not pay for a second full build."""
-    pytest.importorskip("transformers")
-    pytest.importorskip("peft")
-    from schemashift.train.tiny import build_tiny_model, cached_tiny_model
-
-    root = os.environ.get("SCHEMASHIFT_TEST_CACHE")
-    if root:
-        Path(root).mkdir(parents=True, exist_ok=True)
-        return cached_tiny_model(root)
-    out = tmp_path_factory.mktemp("tiny") / "model"
-    build_tiny_model(out, steps=2, max_seconds=60)
-    return out
 
 
 @pytest.mark.slow
