@@ -308,8 +308,9 @@ def make_openai_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPoli
     """`openai:<model>` against an OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, HF router).
 
     The base URL comes from the `base_url` option, else OPENAI_BASE_URL, else OpenAI's. The key
-    is read from the variable `api_key_env` names (default OPENAI_API_KEY when it is set; no key
-    otherwise, as local servers need none) and is never stored.
+    is read from the variable `api_key_env` names and is never stored. Without `api_key_env`,
+    OpenAI's own endpoint gets OPENAI_API_KEY (when set) and any other endpoint gets no key: a
+    local server needs none, and OpenAI's key must not travel to someone else's server.
     """
     from schemashift.policies.llm.api_client import ChatClient
 
@@ -318,7 +319,7 @@ def make_openai_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPoli
     engine_options, common = _split(options, _API_OPTIONS, "openai:")
     base_url = engine_options.pop("base_url", None) or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
     key_env = engine_options.pop("api_key_env", None)
-    if key_env is None and os.environ.get(DEFAULT_KEY_ENV):
+    if key_env is None and base_url.rstrip("/") == DEFAULT_BASE_URL and os.environ.get(DEFAULT_KEY_ENV):
         key_env = DEFAULT_KEY_ENV
     client_options = {k: engine_options.pop(k) for k in _CLIENT_OPTIONS if k in engine_options}
     client = ChatClient(base_url, spec, api_key_env=key_env, **client_options)

@@ -117,3 +117,14 @@ def test_the_legacy_harness_sends_the_stateless_prompt(server: OpenAIServer) -> 
 def test_unknown_options_are_refused(server: OpenAIServer) -> None:
     with pytest.raises(ValueError, match="no option"):
         api_policy(server, dtype="float64")
+
+
+def test_openais_key_never_travels_to_another_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-stay-home")
+    with OpenAIServer() as local:
+        policy = make_policy("openai:local-model", LEGACY, base_url=local.base_url)
+        results = run_sweep(InProcessBackend(), policy, CELLS[:1], context(policy))
+        assert results[0].record["status"] == "graded"
+        assert local.chat_requests()
+        for request in local.chat_requests():
+            assert "sk-must-stay-home" not in json.dumps(request.headers)
