@@ -20,7 +20,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = [".ci/run", "scripts/bootstrap.sh", "scripts/test.sh", "scripts/main.sh", "scripts/container-up.sh"]
 INSTALLS = [
-    "python -m pip install --quiet --disable-pip-version-check -e .[dev,workflow,server]",
+    "python -m pip install --quiet --disable-pip-version-check torch==2.13.0",
+    "python -m pip install --quiet --disable-pip-version-check -e .[dev,workflow,server,train]",
     "python -m pip install --quiet --disable-pip-version-check --no-deps openenv==0.10.0",
 ]
 
@@ -111,12 +112,14 @@ def test_bootstrap_creates_the_venv_and_installs_only_when_needed(
     assert installs == INSTALLS
 
     assert _run(repo, env, "scripts/bootstrap.sh").returncode == 0
-    assert len([line for line in _log(env) if "-m pip install" in line]) == 2, "nothing changed: no reinstall"
+    assert len([line for line in _log(env) if "-m pip install" in line]) == len(INSTALLS), (
+        "nothing changed: no reinstall"
+    )
     assert sum("-m venv" in line for line in _log(env)) == 1
 
     (repo / "pyproject.toml").write_text((repo / "pyproject.toml").read_text() + "\n# changed\n")
     assert _run(repo, env, "scripts/bootstrap.sh").returncode == 0
-    assert len([line for line in _log(env) if "-m pip install" in line]) == 4
+    assert len([line for line in _log(env) if "-m pip install" in line]) == 2 * len(INSTALLS)
 
 
 @pytest.mark.parametrize(("pytest_status", "expected"), [(0, 0), (1, 1), (2, 2), (5, 1)])
@@ -139,7 +142,9 @@ def test_ci_run_builds_the_venv_and_fails_when_tests_fail(
     assert (result.returncode != 0) == failed, result.stderr
     log = _log(env)
     assert log.index("python3 -m venv .venv") < log.index("python -m pip install --upgrade pip")
-    assert log.index("python -m pip install --upgrade pip") < log.index(INSTALLS[0]) < log.index(INSTALLS[1])
+    positions = [log.index(install) for install in INSTALLS]
+    assert log.index("python -m pip install --upgrade pip") < positions[0]
+    assert positions == sorted(positions), "torch first, then the extras, then openenv"
     assert log.index("scripts/slurm-up.sh") < log.index("python -m pytest -q --durations=15")
     assert log.index("scripts/container-up.sh") < log.index("python -m pytest -q --durations=15")
     assert log[-1] == "scripts/slurm-down.sh", "the cluster is stopped however the tests end"
