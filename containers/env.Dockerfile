@@ -23,11 +23,11 @@ ENV VIRTUAL_ENV=/opt/venv \
     SCHEMASHIFT_SESSION_TIMEOUT_S=600
 
 # Both supported bases (python:3.11-slim, a debootstrap Debian with python3-venv) have python3.
-COPY containers/wheels/ /tmp/wheels/
+COPY containers/wheels/ /wheels/
 RUN python3 -m venv "$VIRTUAL_ENV" \
-    && pip install --no-cache-dir --no-index --find-links /tmp/wheels -r /tmp/wheels/requirements.txt \
-    && pip install --no-cache-dir --no-index --find-links /tmp/wheels --no-deps -r /tmp/wheels/requirements-nodeps.txt \
-    && rm -rf /tmp/wheels \
+    && pip install --no-cache-dir --no-index --find-links /wheels -r /wheels/requirements.txt \
+    && pip install --no-cache-dir --no-index --find-links /wheels --no-deps -r /wheels/requirements-nodeps.txt \
+    && rm -rf /wheels \
     && mkdir -p /home/app && chown 10001:10001 /home/app
 
 # The package runs from source (PYTHONPATH): no build step, and none of its non-server dependencies.
