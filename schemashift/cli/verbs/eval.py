@@ -42,7 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cache.add_argument("--cache", default=None, help="response cache file (default: OUT/responses.sqlite)")
     cache.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
     model = parser.add_argument_group("generation")
-    model.add_argument("--max-new-tokens", type=int, default=None, help="tokens per turn (default: 256)")
+    model.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="tokens per turn (default: 256 local, 512 API, 500 API with --harness legacy)",
+    )
     model.add_argument("--max-prompt-tokens", type=int, default=None, help="prompt budget for the history")
     model.add_argument("--temperature", type=float, default=None, help="0 (default) is greedy")
     model.add_argument("--top-p", type=float, default=None, help="nucleus sampling mass")

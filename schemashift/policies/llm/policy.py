@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from schemashift.env.ruleset import Ruleset
@@ -62,7 +62,6 @@ class _Slot:
     sample_index: int = 0
     conversation: Any = None
     last_text: str | None = None
-    calls: int = field(default=0)
 
 
 class ModelPolicy:
@@ -302,6 +301,8 @@ def make_hf_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPolicy:
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+#: the original harness asked for 500 tokens per step (legacy spec 9.3)
+LEGACY_MAX_TOKENS = 500
 
 
 def make_openai_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPolicy:
@@ -322,6 +323,8 @@ def make_openai_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPoli
     if key_env is None and base_url.rstrip("/") == DEFAULT_BASE_URL and os.environ.get(DEFAULT_KEY_ENV):
         key_env = DEFAULT_KEY_ENV
     client_options = {k: engine_options.pop(k) for k in _CLIENT_OPTIONS if k in engine_options}
+    if common.get("harness") == "legacy":
+        engine_options.setdefault("max_tokens", LEGACY_MAX_TOKENS)
     client = ChatClient(base_url, spec, api_key_env=key_env, **client_options)
     _open_cache(common)
     return ModelPolicy(

@@ -112,6 +112,7 @@ def test_the_legacy_harness_sends_the_stateless_prompt(server: OpenAIServer) -> 
     for request in server.chat_requests():
         (message,) = request.body["messages"]
         assert message["role"] == "user" and message["content"].endswith("Your next action:")
+        assert request.body["max_tokens"] == 500  # as the original harness asked
 
 
 def test_unknown_options_are_refused(server: OpenAIServer) -> None:
