@@ -46,12 +46,21 @@ def training_scenarios(run: TrainRun) -> list[str]:
 
 
 def training_seeds(run: TrainRun, count: int) -> list[int]:
-    """`count` distinct seeds of the run's split, drawn with the run's seed.
+    """`count` distinct seeds of the run's split, drawn with the run's seed, or the run's own
+    `seeds` (repeated in order when fewer than `count`).
 
     Rulesets without splits (legacy, whose seed changes nothing) take 0..count-1.
     """
     ruleset = get_ruleset(run.ruleset)
     splits = ruleset.splits()
+    if run["seeds"]:
+        chosen = [int(seed) for seed in run["seeds"]]
+        if splits and run.split in splits:
+            first, last = splits[run.split]
+            outside = [seed for seed in chosen if seed < first or (last is not None and seed > last)]
+            if outside:
+                raise DatasetError(f"run {run.name}: seeds {outside} are not in the {run.split!r} split")
+        return [chosen[index % len(chosen)] for index in range(count)]
     if not splits:
         return list(range(count))
     if run.split not in splits:

@@ -45,11 +45,16 @@ DEFAULTS: dict[str, Any] = {
     "load_in_4bit": True,
     "backend": "auto",
     "vllm_gpu_memory_utilization": 0.3,
-    # Supervised warm start on oracle trajectories before GRPO; 0 = none.
+    # Supervised warm start of the LoRA adapter on oracle trajectories of the run's ruleset and
+    # split before GRPO (0 = none): steps, learning rate, and how many seeds per scenario.
     "sft_steps": 0,
+    "sft_learning_rate": 1e-4,
+    "sft_seeds": 8,
     # Which tasks the dataset draws: scenarios (or families) and whether generated compositions join.
     "scenarios": "all",
     "compositions": False,
+    # Explicit training seeds (each must lie in the run's split); null: drawn from the split.
+    "seeds": None,
     "dataset_size": 512,
     # The seed document's go/no-go check happens at this step.
     "go_no_go_step": 20,

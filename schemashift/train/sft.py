@@ -15,7 +15,7 @@ import os
 import random
 import shutil
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,15 +43,18 @@ def oracle_conversation(ruleset: str, scenario: str, seed: int) -> list[Message]
 
 
 def oracle_conversations(
-    rulesets: Sequence[str], seeds: Iterable[int], scenarios: Sequence[str] | None = None
+    rulesets: Sequence[str],
+    seeds: Iterable[int] | Mapping[str, Iterable[int]],
+    scenarios: Sequence[str] | None = None,
 ) -> list[list[Message]]:
-    """Distinct oracle conversations over rulesets x scenarios x seeds (duplicates dropped)."""
-    seeds = list(seeds)
+    """Distinct oracle conversations over rulesets x scenarios x seeds (duplicates dropped);
+    `seeds` may name each ruleset's own seeds (e.g. from its train split)."""
+    shared = None if isinstance(seeds, Mapping) else list(seeds)
     seen, out = set(), []
     for name in rulesets:
         rs = get_ruleset(name)
         for scenario in scenarios or rs.scenario_ids():
-            for seed in seeds:
+            for seed in shared if shared is not None else list(seeds[name]):
                 messages = oracle_conversation(name, scenario, seed)
                 key = json.dumps(messages)
                 if key not in seen:
@@ -240,7 +243,7 @@ def sft_model(
     *,
     base_model: str,
     rulesets: Sequence[str],
-    seeds: Iterable[int],
+    seeds: Iterable[int] | Mapping[str, Iterable[int]],
     scenarios: Sequence[str] | None,
     steps: int,
     lr: float,
@@ -250,7 +253,9 @@ def sft_model(
     max_seconds: float | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    seeds = list(seeds)
+    seeds = (
+        {name: list(values) for name, values in seeds.items()} if isinstance(seeds, Mapping) else list(seeds)
+    )
     if lora:
         from peft import LoraConfig, get_peft_model
 

@@ -46,8 +46,24 @@ TINY_SHAPE = {
     "num_key_value_heads": 4,
     "max_position_embeddings": 4096,
 }
-#: seeds whose oracle episodes train the tiny model
-TRAIN_SEEDS = range(3)
+#: how many seeds per scenario of each ruleset the tiny model learns from
+TRAIN_SEEDS_PER_SCENARIO = 3
+#: the rulesets whose oracle episodes train the tiny model
+RULESETS = ("legacy", "v1")
+
+
+def training_seeds(rulesets: tuple[str, ...]) -> dict[str, list[int]]:
+    """The first seeds of each ruleset's train split (a ruleset without splits: 0, 1, 2), so the
+    tiny model never sees an evaluation seed."""
+    from schemashift.env.rulesets import get_ruleset
+
+    seeds = {}
+    for name in rulesets:
+        first = get_ruleset(name).splits().get("train", (0, None))[0]
+        seeds[name] = list(range(first, first + TRAIN_SEEDS_PER_SCENARIO))
+    return seeds
+
+
 #: one thread: a model this small gains little from more, and on shared CI cores a second thread
 #: that waits on a busy core made each step about five times slower (measured)
 DEFAULTS = {"vocab_size": 2048, "steps": 300, "lr": 5e-3, "max_seconds": 300.0, "seed": 0, "threads": 1}
@@ -104,7 +120,7 @@ def build_tokenizer(texts: list[str], vocab_size: int) -> Any:
 def build_tiny_model(
     out: str | Path,
     *,
-    rulesets: tuple[str, ...] = ("legacy",),
+    rulesets: tuple[str, ...] = RULESETS,
     steps: int = DEFAULTS["steps"],
     max_seconds: float | None = DEFAULTS["max_seconds"],
     seed: int = DEFAULTS["seed"],
@@ -119,7 +135,8 @@ def build_tiny_model(
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} exists and is not empty")
-    conversations = oracle_conversations(rulesets, TRAIN_SEEDS)
+    seeds = training_seeds(rulesets)
+    conversations = oracle_conversations(rulesets, seeds)
 
     texts = [CHAT_TEMPLATE] + [m["content"] for messages in conversations for m in messages]
     # Train with the tokenizer exactly as it will be loaded again.
@@ -147,7 +164,7 @@ def build_tiny_model(
             out,
             base_model="tiny-qwen2 (random init)",
             rulesets=rulesets,
-            seeds=TRAIN_SEEDS,
+            seeds=seeds,
             scenarios=None,
             steps=steps,
             lr=DEFAULTS["lr"],

@@ -140,6 +140,50 @@ def _load_model(run: TrainRun, stack: str, use_cpu: bool):
     return model, tokenizer, LoraConfig(**lora_kwargs(run))
 
 
+def _warm_start(model: Any, tokenizer: Any, run: TrainRun, peft_config: Any, out: Path) -> Any:
+    """The LoRA model after the run's supervised warm start on oracle trajectories.
+
+    The warm-started adapter is saved once (`<out>/sft-adapter/`, atomically) and reloaded on a
+    resume, so the adapter GRPO starts from, and TRL's reference copy of it, are the same on every
+    attempt; the checkpoints then hold the adapter after SFT and GRPO, over the untouched base.
+    """
+    import shutil
+    import tempfile
+
+    from peft import PeftModel, get_peft_model
+
+    from schemashift.train.dataset import training_scenarios, training_seeds
+    from schemashift.train.sft import encode_conversation, oracle_conversations, stop_ids_of, train_loop
+
+    saved = out / "sft-adapter"
+    if (saved / "adapter_config.json").is_file():
+        return PeftModel.from_pretrained(model, saved, is_trainable=True)
+    model = get_peft_model(model, peft_config)
+    conversations = oracle_conversations(
+        [run.ruleset], training_seeds(run, run["sft_seeds"]), training_scenarios(run)
+    )
+    stops = stop_ids_of(tokenizer)
+    examples = [encode_conversation(tokenizer, messages, stops) for messages in conversations]
+    result = train_loop(
+        model, examples, steps=run["sft_steps"], lr=run["sft_learning_rate"], seed=run["seed"]
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".sft-adapter-", dir=out))
+    model.save_pretrained(staging)
+    write_json(
+        staging / "sft.json",
+        {
+            "steps": result.steps,
+            "first_loss": result.first_loss,
+            "last_loss": result.last_loss,
+            "examples": len(examples),
+        },
+    )
+    shutil.rmtree(saved, ignore_errors=True)
+    os.replace(staging, saved)
+    return model
+
+
 def train(
     config: dict[str, Any],
     run_name: str,
@@ -170,6 +214,8 @@ def train(
 
     use_cpu = not torch.cuda.is_available()
     model, tokenizer, peft_config = _load_model(run, stack, use_cpu)
+    if run["sft_steps"] > 0 and peft_config is not None:
+        model, peft_config = _warm_start(model, tokenizer, run, peft_config, out), None
 
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer

@@ -20,10 +20,13 @@ pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 RUN = "tiny"
 V1_SCENARIOS = 2
+#: the per-turn generation limit; the longest oracle action of the run's episodes fits in it
+TURN_TOKENS = 128
 
 
 def _config(tiny_model: Path) -> dict:
     from schemashift.env.rulesets import get_ruleset
+    from schemashift.train.tiny import training_seeds
 
     v1 = get_ruleset("v1").scenario_ids()[:V1_SCENARIOS]
     return {
@@ -47,10 +50,12 @@ def _config(tiny_model: Path) -> dict:
                     "overrides": {
                         "num_generations": 2,
                         "gradient_accumulation_steps": 2,
-                        "max_turns": 3,
-                        "max_turn_tokens": 96,
+                        "max_turns": 4,
+                        "max_turn_tokens": TURN_TOKENS,
                         "dataset_size": 8,
                         "scenarios": v1,
+                        # the train-split seeds the tiny model was warm-started on (tiny.training_seeds)
+                        "seeds": training_seeds(("v1",))["v1"],
                         "learning_rate": 1e-3,
                         "warmup_steps": 0,
                         "go_no_go_step": 2,
@@ -104,6 +109,24 @@ def _kill_after_first_checkpoint(copy: Path, config: str, target: str, run_dir: 
         proc.wait(timeout=30)
 
 
+def test_the_longest_oracle_action_fits_the_turn_limit(tiny_model):
+    from transformers import AutoTokenizer
+
+    from schemashift.env.rulesets import get_ruleset
+    from schemashift.policies.llm.format import action_text
+    from schemashift.train.tiny import training_seeds
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    rs = get_ruleset("v1")
+    longest = max(
+        len(tokenizer(action_text(action) + "<|im_end|>", add_special_tokens=False)["input_ids"])
+        for scenario in rs.scenario_ids()[:V1_SCENARIOS]
+        for seed in training_seeds(("v1",))["v1"]
+        for action in rs.solution(rs.build_task(scenario, seed))
+    )
+    assert longest <= TURN_TOKENS
+
+
 @pytest.mark.timeout(1200)
 def test_train_resume_evaluate_and_aggregate_through_the_workflow(tiny_model, tmp_path):
     copy = copy_repo(tmp_path / "repo")
@@ -116,6 +139,8 @@ def test_train_resume_evaluate_and_aggregate_through_the_workflow(tiny_model, tm
     assert not (run_dir / "train.done.json").exists()
     assert not (run_dir / "checkpoint-4" / "manifest.json").exists()
 
+    # What a user does after a kill: release Snakemake's lock, then rerun the incomplete job.
+    snakemake(copy, "--unlock", done, configfile=config)
     snakemake(copy, "--rerun-incomplete", done, configfile=config)
     summary = json.loads((run_dir / "train.done.json").read_text())
     assert summary["lineage_steps"] == [1, 2, 3, 4]
