@@ -48,8 +48,9 @@ TINY_SHAPE = {
 }
 #: how many seeds per scenario of each ruleset the tiny model learns from
 TRAIN_SEEDS_PER_SCENARIO = 3
-#: the rulesets whose oracle episodes train the tiny model
-RULESETS = ("legacy", "v1")
+#: the rulesets whose oracle episodes train the tiny model (at this size it does not learn v1's
+#: longer, seed-varied episodes well enough to make progress on them)
+RULESETS = ("legacy",)
 
 
 def training_seeds(rulesets: tuple[str, ...]) -> dict[str, list[int]]:

@@ -55,7 +55,10 @@ def test_the_second_turn_sees_the_first_turns_observation(model_and_tokenizer):
     conversation = Conversation.for_ruleset(ruleset, env.reset(scenario, seed))
     text = tokenizer.decode(first_turn, skip_special_tokens=True)
     parsed = parse_output(text, ruleset.tool_names, ruleset.drift_kinds)
-    observation, _ = env.step(parsed.action if parsed.action is not None else text)
+    # The rollout charges the turn's prompt and generated tokens, as evaluation does.
+    observation, _ = env.step(
+        parsed.action if parsed.action is not None else text, len(first_input) + len(first_turn)
+    )
     conversation.add_turn(text, observation)
     # ...is in the second turn's input, which is the evaluation conversation's exact rendering.
     rendered = tokenizer.apply_chat_template(
