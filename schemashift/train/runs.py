@@ -137,6 +137,10 @@ def resolve_run(config: dict[str, Any], name: str, overrides: dict[str, Any] | N
     _check_settings("command-line overrides", overrides or {})
     settings = {**DEFAULTS, **defaults, **run_overrides, **(overrides or {})}
 
+    # A base model may be named by its `models` entry (a local "hf:" model with its size).
+    entry = (config.get("models") or {}).get(identity["base_model"]) or {}
+    if str(entry.get("policy", "")).startswith("hf:"):
+        identity["base_model"] = entry["policy"].removeprefix("hf:")
     missing = [key for key in ("base_model", "ruleset", "reward") if not identity[key]]
     if missing:
         raise RunConfigError(f"train.runs.{name}: missing {missing}")

@@ -144,3 +144,11 @@ def test_grpo_kwargs_are_fields_of_the_installed_trl():
     fields = {field.name for field in dataclasses.fields(trl.GRPOConfig)}
     grpo = grpo_kwargs(resolve_run(CONFIG, "run1"), "out", use_cpu=False, use_vllm=True)
     assert set(grpo) <= fields, sorted(set(grpo) - fields)
+
+
+def test_a_base_model_may_be_named_by_its_models_entry():
+    config = {
+        "models": {"qwen-1.5b": {"policy": "hf:Qwen/Qwen2.5-1.5B-Instruct", "params_b": 1.5}},
+        "train": {"runs": {"r": {"base_model": "qwen-1.5b", "ruleset": "v1", "reward": "v1"}}},
+    }
+    assert resolve_run(config, "r").base_model == "Qwen/Qwen2.5-1.5B-Instruct"

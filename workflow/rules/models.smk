@@ -43,6 +43,8 @@ def api_models():
     """The enabled API models by name (see `models` in the config schema)."""
     enabled = {}
     for name, model in config["models"].items():
+        if not model["policy"].startswith("openai:"):
+            continue  # a local model: evaluated as the step 0 of the runs that train it
         switch = model.get("enabled", "auto")
         key, url = model.get("key_env"), model.get("base_url_env")
         if switch == "auto":
@@ -157,11 +159,14 @@ def train_runs():
 def run_config(run):
     """The config a train job reads: the shared defaults and this run alone."""
     train_run(run)
+    base = config["train"]["runs"][run]["base_model"]
+    models = {base: config["models"][base]} if base in config["models"] else {}
     return {
+        "models": models,
         "train": {
             "defaults": config["train"]["defaults"],
             "runs": {run: config["train"]["runs"][run]},
-        }
+        },
     }
 
 
