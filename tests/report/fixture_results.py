@@ -45,7 +45,12 @@ CODER = "Qwen/Qwen2.5-Coder-1.5B-Instruct"
 MODELS = {
     "qwen-1.5b": {"policy": f"hf:{QWEN}", "params_b": 1.5},
     "qwen-coder-1.5b": {"policy": f"hf:{CODER}", "params_b": 1.5},
-    "gpt-4o-mini": {"policy": "openai:gpt-4o-mini", "key_env": "SCHEMASHIFT_FIXTURE_KEY", "params_b": 8},
+    "gpt-4o-mini": {
+        "policy": "openai:gpt-4o-mini",
+        "base_url": "https://api.openai.com/v1",
+        "key_env": "SCHEMASHIFT_FIXTURE_KEY",
+        "params_b": 8,
+    },
 }
 RUNS = {
     "shaped": {

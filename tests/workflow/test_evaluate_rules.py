@@ -158,7 +158,8 @@ def test_enabled_true_without_its_key_is_a_clear_error(copy, tmp_path):
 @pytest.mark.parametrize(
     ("entry", "message"),
     [
-        ({"policy": "hf:m", "base_url": "http://h/v1", "params_b": 1}, r"does not match"),
+        ({"policy": "local:m", "base_url": "http://h/v1", "params_b": 1}, r"does not match"),
+        ({"policy": "openai:m", "params_b": 1}, r"'base_url' is a required property"),
         ({"policy": "openai:m", "base_url": "http://user:pw@h/v1", "params_b": 1}, r"does not match"),
         ({"policy": "openai:m", "base_url": "http://h/v1"}, r"'params_b' is a required property"),
         (
