@@ -73,3 +73,24 @@ def _clock(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def report_outcome(verb: str, records: list[dict], out: str, note: str = "") -> int:
+    """Print a sweep's infra errors (stderr) and its one-line summary; 1 if any cell failed."""
+    failed = [r for r in records if r["status"] != "graded"]
+    for record in failed:
+        sample = f" sample {record['sample_index']}" if record.get("sample_index") else ""
+        print(
+            f"schemashift {verb}: infra_error in {record['scenario']} seed {record['seed']}{sample}: "
+            f"{record['error']}",
+            file=sys.stderr,
+        )
+    graded = [r for r in records if r["status"] == "graded"]
+    if graded:
+        successes = sum(1 for r in graded if r["success"])
+        mean_score = sum(r["score"] for r in graded) / len(graded)
+        print(
+            f"{len(graded)} episodes graded ({len(failed)} infra errors{note}): "
+            f"success {successes}/{len(graded)}, mean score {mean_score:.6f} -> {out}"
+        )
+    return 1 if failed else 0

@@ -10,7 +10,6 @@ run id and configuration digest; a different configuration in the same directory
 from __future__ import annotations
 
 import argparse
-import sys
 import uuid
 from pathlib import Path
 
@@ -175,22 +174,9 @@ def run(args: argparse.Namespace) -> int:
         write_results(out, results)
     except OSError as exc:
         raise CliError(f"cannot write results to {args.out}: {exc}") from None
-    failed = [r.record for r in results if r.record["status"] != "graded"]
-    for record in failed:
-        print(
-            f"schemashift eval: infra_error in {record['scenario']} seed {record['seed']} "
-            f"sample {record['sample_index']}: {record['error']}",
-            file=sys.stderr,
-        )
-    graded = [r.record for r in results if r.record["status"] == "graded"]
-    if graded:
-        successes = sum(1 for r in graded if r["success"])
-        mean_score = sum(r["score"] for r in graded) / len(graded)
-        print(
-            f"{len(graded)} episodes graded ({len(failed)} infra errors, {len(finished)} resumed): "
-            f"success {successes}/{len(graded)}, mean score {mean_score:.6f} -> {args.out}"
-        )
-    return 1 if failed else 0
+    from schemashift.cli.progress import report_outcome
+
+    return report_outcome("eval", [r.record for r in results], args.out, f", {len(finished)} resumed")
 
 
 def _cell_name(cell) -> str:

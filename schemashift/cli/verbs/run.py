@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import uuid
 from pathlib import Path
 
@@ -111,21 +110,9 @@ def run(args: argparse.Namespace) -> int:
         write_results(out, results)
     except OSError as exc:
         raise CliError(f"cannot write results to {args.out}: {exc}") from None
-    failed = [r.record for r in results if r.record["status"] != "graded"]
-    for record in failed:
-        print(
-            f"schemashift run: infra_error in {record['scenario']} seed {record['seed']}: {record['error']}",
-            file=sys.stderr,
-        )
-    graded = [r.record for r in results if r.record["status"] == "graded"]
-    if graded:
-        successes = sum(1 for r in graded if r["success"])
-        mean_score = sum(r["score"] for r in graded) / len(graded)
-        print(
-            f"{len(graded)} episodes graded ({len(failed)} infra errors): success {successes}/{len(graded)}, "
-            f"mean score {mean_score:.6f} -> {args.out}"
-        )
-    return 1 if failed else 0
+    from schemashift.cli.progress import report_outcome
+
+    return report_outcome("run", [r.record for r in results], args.out)
 
 
 DEFAULT_SPLIT_SEEDS = 5
