@@ -253,7 +253,8 @@ def model_cells():
     """Expected cells of the model evaluations (for the manifest's coverage): every enabled API
     baseline, and, unless training is disabled, each run's untrained base model (step 0) and its
     checkpoints, all on every ruleset's evaluation cells. A configured run that has not trained
-    here (auto without a GPU) thus shows as missing in the report, never as absent or 0."""
+    here (auto without a GPU) thus shows as missing in the report, never as absent or 0.
+    """
     subjects = [(API_MODELS[name]["policy"], None, None) for name in API_MODELS]
     if config["train"]["enabled"] is not False:
         for slug, model in base_models().items():
