@@ -88,7 +88,7 @@ def _identity(cell: Cell, context: RunContext) -> dict[str, Any]:
     }
 
 
-class _Episode:
+class EpisodeRecorder:
     """One episode's bookkeeping, shared by the sequential and the lockstep paths so that both
     build identical records."""
 
@@ -217,7 +217,7 @@ def play_episode(backend: EnvBackend, policy: Policy, cell: Cell, context: RunCo
     `last_usage`, `last_parse_failed` and `last_text` (what the latest decision cost, whether its
     output failed to parse, the raw model text) and `parse_failures` (a per-episode total).
     """
-    episode = _Episode(backend, cell, context)
+    episode = EpisodeRecorder(backend, cell, context)
     try:
         policy.reset()
         start = getattr(policy, "start_episode", None)
@@ -325,7 +325,8 @@ def run_sweep_batched(
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     results: list[EpisodeResult | None] = [None] * len(cell_list)
     pending = list(range(len(cell_list)))[::-1]
-    running: dict[int, tuple[int, _Episode, dict[str, Any]]] = {}  # slot -> (cell position, episode, obs)
+    # slot -> (cell position, episode, observation)
+    running: dict[int, tuple[int, EpisodeRecorder, dict[str, Any]]] = {}
     backends: dict[int, EnvBackend] = {}
 
     def done(position: int, result: EpisodeResult) -> None:
@@ -338,7 +339,7 @@ def run_sweep_batched(
             position = pending.pop()
             if slot not in backends:
                 backends[slot] = make_backend()
-            episode = _Episode(backends[slot], cell_list[position], context)
+            episode = EpisodeRecorder(backends[slot], cell_list[position], context)
             try:
                 policy.start_slot(slot, episode.cell)
                 observation = episode.start()

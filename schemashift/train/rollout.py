@@ -27,7 +27,7 @@ from schemashift.env.rulesets import get_ruleset
 from schemashift.policies.llm.format import Conversation
 from schemashift.policies.llm.parser import parse_output
 from schemashift.rollout.backends import make_backend
-from schemashift.rollout.runner import Cell, RunContext, _Episode
+from schemashift.rollout.runner import Cell, EpisodeRecorder, RunContext
 from schemashift.train.dataset import EPISODE_FIELD, parse_episode_key
 from schemashift.train.rewards import episode_reward, reward_components
 
@@ -83,6 +83,8 @@ class ClosedLoopRollout:
         self.finished: list[dict[str, Any]] = []
         #: the trainer's vLLM generation engine while a call uses it (colocate mode)
         self._vllm: Any = None
+        #: tokens that end a turn: EOS and the chat template's end-of-turn token
+        self._stop_ids = _stop_ids(tokenizer)
 
     # -- text <-> tokens -----------------------------------------------------------------------------
     def _render(self, messages: list[dict[str, Any]]) -> str:
@@ -99,7 +101,9 @@ class ClosedLoopRollout:
         if not key:
             raise ValueError(f"rollout prompt lacks its {EPISODE_FIELD!r} field; build it with train.dataset")
         ruleset, scenario, seed = parse_episode_key(key)
-        episode = _Episode(make_backend(self.backend_spec), Cell(ruleset, scenario, seed), self.context)
+        episode = EpisodeRecorder(
+            make_backend(self.backend_spec), Cell(ruleset, scenario, seed), self.context
+        )
         observation = episode.start()
         rules = get_ruleset(ruleset)
         conversation = Conversation.for_ruleset(rules, observation)
@@ -214,14 +218,6 @@ class ClosedLoopRollout:
             "ended": ended,
         }
 
-    @property
-    def _stop_ids(self) -> set[int]:
-        ids = {self.tokenizer.eos_token_id}
-        end_of_turn = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
-        if isinstance(end_of_turn, int) and end_of_turn != self.tokenizer.unk_token_id:
-            ids.add(end_of_turn)
-        return {i for i in ids if i is not None}
-
     def __call__(self, prompts: list[list[dict[str, Any]]], trainer: Any) -> dict[str, Any]:
         if getattr(trainer, "use_vllm", False):
             # TRL has synced the current weights into the colocated engine before calling us.
@@ -238,6 +234,14 @@ class ClosedLoopRollout:
     def drain(self) -> list[dict[str, Any]]:
         finished, self.finished = self.finished, []
         return finished
+
+
+def _stop_ids(tokenizer: Any) -> set[int]:
+    ids = {tokenizer.eos_token_id}
+    end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    if isinstance(end_of_turn, int) and end_of_turn != tokenizer.unk_token_id:
+        ids.add(end_of_turn)
+    return {i for i in ids if i is not None}
 
 
 def reward_function(variant: str):
