@@ -10,8 +10,10 @@ turn token. torch, transformers and peft are imported inside the functions that 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,80 @@ def file_digest(directory: str | Path, suffixes: Sequence[str] = WEIGHT_SUFFIXES
 def row_seed(seed: int, messages: Sequence[dict[str, str]], sample_index: int) -> int:
     text = json.dumps([seed, list(messages), sample_index], sort_keys=True, ensure_ascii=False)
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
+
+
+class PromptTokens:
+    """Token ids of chat prompts, tokenized piece by piece with the pieces remembered.
+
+    A conversation's prompt grows by one turn per step, and re-tokenizing all of it each turn
+    (the system prompt and tool documentation are thousands of tokens) cost as much as the
+    batched model itself. A tokenizer splits text at its added tokens (`<|im_start|>`, ...)
+    before anything else, so the rendered prompt is tokenized as the pieces between them, each
+    looked up in a bounded cache. The first prompts are also tokenized whole and compared; a
+    tokenizer whose pieces do not add up (one that strips or prefixes around added tokens) is
+    tokenized whole from then on.
+    """
+
+    CHECKED_PROMPTS = 8
+    MAX_PIECES = 8192
+    #: prompts of recent turns: the history budget counts a prompt, then it is generated from
+    MAX_PROMPTS = 256
+
+    def __init__(self, tokenizer: Any) -> None:
+        import re
+
+        self.tokenizer = tokenizer
+        added = sorted(tokenizer.get_added_vocab().items(), key=lambda item: -len(item[0]))
+        self._added = dict(added)
+        self._splitter = re.compile("(" + "|".join(re.escape(t) for t, _ in added) + ")") if added else None
+        self._pieces: OrderedDict[str, list[int]] = OrderedDict()
+        self._prompts: OrderedDict[str, list[int]] = OrderedDict()
+        self._unchecked = self.CHECKED_PROMPTS if self._splitter is not None else 0
+        self.piecewise = self._splitter is not None
+
+    def ids(self, messages: Sequence[dict[str, str]]) -> list[int]:
+        text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
+        known = self._prompts.get(text)
+        if known is not None:
+            self._prompts.move_to_end(text)
+            return list(known)
+        if not self.piecewise:
+            ids = self._whole(text)
+        else:
+            ids = self._piecewise(text)
+            if self._unchecked:
+                self._unchecked -= 1
+                whole = self._whole(text)
+                if whole != ids:
+                    self.piecewise, ids = False, whole
+        self._remember(self._prompts, text, ids, limit=self.MAX_PROMPTS)
+        return list(ids)
+
+    def _whole(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _piecewise(self, text: str) -> list[int]:
+        ids: list[int] = []
+        for piece in self._splitter.split(text):
+            if not piece:
+                continue
+            if piece in self._added:
+                ids.append(self._added[piece])
+                continue
+            cached = self._pieces.get(piece)
+            if cached is None:
+                cached = self._whole(piece)
+                self._remember(self._pieces, piece, cached, limit=self.MAX_PIECES)
+            else:
+                self._pieces.move_to_end(piece)
+            ids.extend(cached)
+        return ids
+
+    @staticmethod
+    def _remember(table: OrderedDict, key: str, value: list[int], *, limit: int) -> None:
+        table[key] = value
+        if len(table) > limit:
+            table.popitem(last=False)
 
 
 class LocalModel:
@@ -93,10 +169,12 @@ class LocalModel:
         config = self.network.config
         self.context_length = int(getattr(config, "max_position_embeddings", 0) or 32768)
         self.stop_ids = self._stop_ids()
+        self._prompt_tokens = PromptTokens(self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id
         if self.pad_id is None:
             self.pad_id = self.stop_ids[0]
         self.weights_sha256 = file_digest(model)
+        self._cache_keyword = _cache_keyword(self.network)
         #: session -> (token ids held, per-layer (keys, values) of one row)
         self._sessions: dict[Any, tuple[list[int], list[tuple[Any, Any]]]] = {}
         self.adapter_sha256 = file_digest(adapter) if adapter else None
@@ -143,12 +221,7 @@ class LocalModel:
 
     # -- tokens ---------------------------------------------------------------------------------------
     def prompt_ids(self, messages: Sequence[dict[str, str]]) -> list[int]:
-        encoded = self.tokenizer.apply_chat_template(
-            list(messages), add_generation_prompt=True, tokenize=True, return_dict=False
-        )
-        if isinstance(encoded, dict) or hasattr(encoded, "input_ids"):
-            encoded = encoded["input_ids"]
-        return list(encoded)
+        return self._prompt_tokens.ids(messages)
 
     def count_tokens(self, messages: Sequence[dict[str, str]]) -> int:
         return len(self.prompt_ids(messages))
@@ -195,23 +268,23 @@ class LocalModel:
         logits, row_caches = [], []
         with torch.inference_mode():
             for row, n, entry in zip(ids, reuse, stored, strict=True):
-                past = None
+                past, causal = DynamicCache(config=self.network.config), None
                 if n:
-                    past = DynamicCache(
-                        ddp_cache_data=[(k[None, :, :n], v[None, :, :n]) for k, v in entry[1]],
-                        config=self.network.config,
-                    )
+                    past = _reserved_cache([(k[None, :, :n], v[None, :, :n]) for k, v in entry[1]], len(row))
+                    causal = self._causal_after(n, len(row) - n, entry[1][0][0].dtype)
                 result = self.network(
                     input_ids=torch.tensor([row[n:]], device=self.device),
+                    attention_mask=causal,
                     position_ids=torch.arange(n, len(row), device=self.device)[None],
-                    past_key_values=past,
+                    logits_to_keep=1,
                     use_cache=True,
+                    **{self._cache_keyword: past},
                 )
                 logits.append(result.logits[:, -1, :].float())
-                row_caches.append(
-                    [(layer.keys[0], layer.values[0]) for layer in result.past_key_values.layers]
-                )
-        cache, mask = self._batched_cache(row_caches)
+                row_caches.append([(layer.keys[0], layer.values[0]) for layer in past.layers])
+        longest = max(len(row) for row in ids)
+        budget = min(self.max_new_tokens, max(1, self.context_length - longest))
+        cache, bias, pads = self._batched_cache(row_caches, budget)
         generators = None
         if self.temperature > 0:
             generators = []
@@ -221,8 +294,6 @@ class LocalModel:
                 generators.append(generator)
         stops = set(self.stop_ids)
         out: list[list[int]] = [[] for _ in range(rows)]
-        longest = max(len(row) for row in ids)
-        budget = min(self.max_new_tokens, max(1, self.context_length - longest))
         active = list(range(rows))  # the prompt index of each row still in the batch
         with torch.inference_mode():
             next_logits = torch.cat(logits)
@@ -237,7 +308,7 @@ class LocalModel:
                     if token in stops or produced == budget:
                         ended.append(position)
                 if sessions is not None:
-                    self._keep([(active[p], p) for p in ended], keys, ids, out, cache, mask)
+                    self._keep([(active[p], p) for p in ended], keys, ids, out, cache, pads)
                 if len(ended) == len(active):
                     break
                 if ended:
@@ -246,17 +317,17 @@ class LocalModel:
                     keep = [p for p in range(len(active)) if p not in done]
                     index = torch.tensor(keep, device=self.device)
                     cache.batch_select_indices(index)
-                    mask, next_position, chosen = mask[index], next_position[index], chosen[index]
-                    active = [active[p] for p in keep]
-                mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
+                    next_position, chosen = next_position[index], chosen[index]
+                    active, pads = [active[p] for p in keep], [pads[p] for p in keep]
+                    bias = None if bias is None or not any(pads) else bias[index]
+                visible = cache.layers[0].length + 1
                 result = self.network(
                     input_ids=chosen[:, None],
-                    attention_mask=mask,
+                    attention_mask=None if bias is None else bias[..., :visible],
                     position_ids=next_position,
-                    past_key_values=cache,
                     use_cache=True,
+                    **{self._cache_keyword: cache},
                 )
-                cache = result.past_key_values
                 next_logits = result.logits[:, -1, :].float()
                 next_position = next_position + 1
         completions = []
@@ -266,39 +337,61 @@ class LocalModel:
             completions.append(Completion(text=text, tokens_in=len(prompt_ids), tokens_out=len(tokens)))
         return completions
 
-    def _batched_cache(self, row_caches):
-        """One DynamicCache over all rows, left-padded to the longest, and its attention mask."""
+    def _causal_after(self, cached: int, new: int, dtype):
+        """The additive causal mask of `new` tokens that follow `cached` ones, shaped
+        [1, 1, new, cached + new]: a prepared float mask is cheaper for the attention kernel than
+        the boolean one transformers would build (measured)."""
         import torch
-        from transformers import DynamicCache
+
+        visible = torch.arange(cached + new, device=self.device)[None, :] <= (
+            cached + torch.arange(new, device=self.device)[:, None]
+        )
+        blocked = torch.zeros(visible.shape, dtype=dtype, device=self.device)
+        return blocked.masked_fill_(~visible, torch.finfo(dtype).min)[None, None]
+
+    def _batched_cache(self, row_caches, room: int):
+        """One cache over all rows, left-padded to the longest with `room` positions to spare for
+        decoding; the additive attention mask that hides the padding (None when no row is padded:
+        attention then needs no mask), and each row's padding.
+
+        The mask is a prepared 4D float mask, sliced to the cache's length at each step: the 2D
+        mask transformers would expand into a boolean one at every step cost more than the
+        attention it masks (measured)."""
+        import torch
 
         lengths = [layers[0][0].shape[-2] for layers in row_caches]
         width = max(lengths)
-        mask = torch.zeros((len(row_caches), width), dtype=torch.long, device=self.device)
+        pads = [width - n for n in lengths]
         layers = []
         for layer, (k0, v0) in enumerate(row_caches[0]):
             keys = k0.new_zeros((len(row_caches), k0.shape[0], width, k0.shape[-1]))
             values = v0.new_zeros((len(row_caches), v0.shape[0], width, v0.shape[-1]))
-            for i, (per_layer, n) in enumerate(zip(row_caches, lengths, strict=True)):
-                keys[i, :, width - n :] = per_layer[layer][0]
-                values[i, :, width - n :] = per_layer[layer][1]
-                mask[i, width - n :] = 1
+            for i, (per_layer, pad) in enumerate(zip(row_caches, pads, strict=True)):
+                keys[i, :, pad:] = per_layer[layer][0]
+                values[i, :, pad:] = per_layer[layer][1]
             layers.append((keys, values))
-        return DynamicCache(ddp_cache_data=layers, config=self.network.config), mask
+        bias = None
+        if any(pads):
+            dtype = row_caches[0][0][0].dtype
+            bias = torch.zeros((len(row_caches), 1, 1, width + room), dtype=dtype, device=self.device)
+            for i, pad in enumerate(pads):
+                bias[i, ..., :pad] = torch.finfo(dtype).min
+        return _reserved_cache(layers, width + room), bias, pads
 
-    def _keep(self, ended, keys, ids, out, cache, mask) -> None:
-        """Store the cache of each (prompt index, batch row) that ended: its unmasked positions and
-        the tokens they hold (the last chosen token was never fed)."""
+    def _keep(self, ended, keys, ids, out, cache, pads) -> None:
+        """Store the cache of each (prompt index, batch row) that ended: its positions after the
+        padding and the tokens they hold (the last chosen token was never fed)."""
         for row, position in ended:
             key = keys[row]
             if key is None:
                 continue
-            valid = mask[position].nonzero().squeeze(-1)
             fed = ids[row] + out[row][:-1]
-            if len(fed) != len(valid):
+            if len(fed) != cache.layers[0].length - pads[position]:
                 self._sessions.pop(key, None)
                 continue
+            pad = pads[position]
             per_layer = [
-                (layer.keys[position].index_select(-2, valid), layer.values[position].index_select(-2, valid))
+                (layer.keys[position, :, pad:].clone(), layer.values[position, :, pad:].clone())
                 for layer in cache.layers
             ]
             self._sessions[key] = (fed, per_layer)
@@ -319,3 +412,67 @@ class LocalModel:
             for i in range(probs.shape[0])
         ]
         return torch.cat(picks)
+
+
+def _cache_keyword(network) -> str:
+    """The name under which the model's forward takes its key/value cache: `cache` in the
+    transformers this project tests (5.24), `past_key_values` in older ones."""
+    import inspect
+
+    base = network.get_base_model() if hasattr(network, "get_base_model") else network
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def _reserved_cache(layers, capacity: int):
+    """A key/value cache whose layers hold `layers` (per layer (keys, values), shaped
+    [batch, heads, positions, head_dim]) in buffers with room for `capacity` positions."""
+    from transformers.cache_utils import Cache
+
+    layer_class = _reserved_layer_class()
+    return Cache(layers=[layer_class(keys, values, capacity) for keys, values in layers])
+
+
+@functools.cache
+def _reserved_layer_class():
+    """The cache layer class, defined on first use so that transformers loads only then."""
+    from transformers.cache_utils import DynamicLayer
+
+    class ReservedLayer(DynamicLayer):
+        """Appends by writing into a preallocated buffer. The stock layer concatenates, which
+        copies every cached position of every row at each decoded token: with 32 rows of ~3k
+        positions that copying took more time than the model (measured)."""
+
+        def __init__(self, keys, values, capacity: int) -> None:
+            super().__init__()
+            self.device, self.is_initialized, self.length = keys.device, True, keys.shape[-2]
+            room = max(capacity, self.length)
+            self._keys = keys.new_empty((*keys.shape[:-2], room, keys.shape[-1]))
+            self._values = values.new_empty((*values.shape[:-2], room, values.shape[-1]))
+            self._keys[..., : self.length, :] = keys
+            self._values[..., : self.length, :] = values
+            self._expose()
+
+        def _expose(self) -> None:
+            self.keys = self._keys[..., : self.length, :]
+            self.values = self._values[..., : self.length, :]
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            end = self.length + key_states.shape[-2]
+            if end > self._keys.shape[-2]:
+                grown = max(end, 2 * self._keys.shape[-2])
+                for name in ("_keys", "_values"):
+                    old = getattr(self, name)
+                    new = old.new_empty((*old.shape[:-2], grown, old.shape[-1]))
+                    new[..., : self.length, :] = old[..., : self.length, :]
+                    setattr(self, name, new)
+            self._keys[..., self.length : end, :] = key_states
+            self._values[..., self.length : end, :] = value_states
+            self.length = end
+            self._expose()
+            return self.keys, self.values
+
+        def batch_select_indices(self, indices) -> None:
+            self._keys, self._values = self._keys[indices], self._values[indices]
+            self._expose()
+
+    return ReservedLayer
