@@ -45,15 +45,17 @@ def oracle_conversation(ruleset: str, scenario: str, seed: int) -> list[Message]
 def oracle_conversations(
     rulesets: Sequence[str],
     seeds: Iterable[int] | Mapping[str, Iterable[int]],
-    scenarios: Sequence[str] | None = None,
+    scenarios: Sequence[str] | Mapping[str, Sequence[str] | None] | None = None,
 ) -> list[list[Message]]:
     """Distinct oracle conversations over rulesets x scenarios x seeds (duplicates dropped);
-    `seeds` may name each ruleset's own seeds (e.g. from its train split)."""
+    `seeds` and `scenarios` may name each ruleset's own (seeds from its train split, say; no
+    scenarios: all of them)."""
     shared = None if isinstance(seeds, Mapping) else list(seeds)
     seen, out = set(), []
     for name in rulesets:
         rs = get_ruleset(name)
-        for scenario in scenarios or rs.scenario_ids():
+        chosen = scenarios.get(name) if isinstance(scenarios, Mapping) else scenarios
+        for scenario in chosen or rs.scenario_ids():
             for seed in shared if shared is not None else list(seeds[name]):
                 messages = oracle_conversation(name, scenario, seed)
                 key = json.dumps(messages)
@@ -236,6 +238,12 @@ def sft(
     )
 
 
+def _scenarios_manifest(scenarios: Sequence[str] | Mapping[str, Sequence[str] | None] | None) -> Any:
+    if isinstance(scenarios, Mapping):
+        return {name: list(chosen) if chosen else None for name, chosen in scenarios.items()}
+    return list(scenarios) if scenarios else None
+
+
 def sft_model(
     model: Any,
     tokenizer: Any,
@@ -244,7 +252,7 @@ def sft_model(
     base_model: str,
     rulesets: Sequence[str],
     seeds: Iterable[int] | Mapping[str, Iterable[int]],
-    scenarios: Sequence[str] | None,
+    scenarios: Sequence[str] | Mapping[str, Sequence[str] | None] | None,
     steps: int,
     lr: float,
     lora: bool,
@@ -273,7 +281,7 @@ def sft_model(
         "format_version": FORMAT_VERSION,
         "rulesets": list(rulesets),
         "seeds": seeds,
-        "scenarios": list(scenarios) if scenarios else None,
+        "scenarios": _scenarios_manifest(scenarios),
         "lr": lr,
         "lora_r": lora_r if lora else None,
         **result.__dict__,

@@ -134,7 +134,8 @@ def test_a_peft_adapter_is_loaded_and_changes_the_outputs(tiny_model: Path, tmp_
 
 
 def test_sampling_is_seeded_by_prompt_and_sample_index(tiny_model: Path) -> None:
-    p = policy(tiny_model, temperature=1.0, seed=7, max_new_tokens=24)
+    # hot enough that the warm-started model's confident openings still vary between samples
+    p = policy(tiny_model, temperature=2.0, seed=7, max_new_tokens=24)
     env = Environment(LEGACY)
     prompts = [
         Conversation.for_ruleset(LEGACY, env.reset(s, 0)).messages() for s in LEGACY.scenario_ids()[:3]
