@@ -20,11 +20,19 @@ pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 RUN = "tiny"
 V1_SCENARIOS = 2
-# The tiny model makes valid moves on legacy (it learnt from legacy oracle episodes), so its
-# groups earn different rewards there; on v1's seed-varied families it earns 0 throughout.
-LEGACY_SCENARIOS = ["E1_onboard_new_hire", "E3_customer_lookup"]
+#: the v1 family the tiny model learnt at its first train seeds (schemashift.train.tiny): greedy
+#: play solves those episodes and sampled play sometimes does not, so groups differ in reward
+TRAIN_SCENARIO = "customer_lookup"
 #: the per-turn generation limit; the longest oracle action of the run's episodes fits in it
 TURN_TOKENS = 128
+#: the tiny model's context (4,096 positions) less one turn
+PROMPT_TOKENS = 4096 - TURN_TOKENS
+
+
+def _train_seeds() -> list[int]:
+    from schemashift.train.tiny import training_seeds
+
+    return training_seeds(["v1"])["v1"]
 
 
 def _config(tiny_model: Path) -> dict:
@@ -46,16 +54,19 @@ def _config(tiny_model: Path) -> dict:
             "runs": {
                 RUN: {
                     "base_model": str(tiny_model),
-                    "ruleset": "legacy",
-                    "split": None,
-                    "reward": "legacy_cumulative",
+                    "ruleset": "v1",
+                    "split": "train",
+                    "reward": "v1",
                     "overrides": {
-                        "num_generations": 2,
-                        "gradient_accumulation_steps": 2,
-                        "max_turns": 4,
+                        "num_generations": 4,
+                        "gradient_accumulation_steps": 4,
+                        "temperature": 0.85,
+                        "max_turns": 10,
                         "max_turn_tokens": TURN_TOKENS,
+                        "max_prompt_tokens": PROMPT_TOKENS,
                         "dataset_size": 8,
-                        "scenarios": LEGACY_SCENARIOS,
+                        "scenarios": [TRAIN_SCENARIO],
+                        "seeds": _train_seeds(),
                         "learning_rate": 1e-3,
                         "warmup_steps": 0,
                         "go_no_go_step": 2,
@@ -116,11 +127,11 @@ def test_the_longest_oracle_action_fits_the_turn_limit(tiny_model):
     from schemashift.policies.llm.format import action_text
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
-    rs = get_ruleset("legacy")
+    rs = get_ruleset("v1")
     longest = max(
         len(tokenizer(action_text(action) + "<|im_end|>", add_special_tokens=False)["input_ids"])
-        for scenario in LEGACY_SCENARIOS
-        for action in rs.solution(rs.build_task(scenario, 0))
+        for seed in _train_seeds()
+        for action in rs.solution(rs.build_task(TRAIN_SCENARIO, seed))
     )
     assert longest <= TURN_TOKENS
 
@@ -156,7 +167,7 @@ def test_train_resume_evaluate_and_aggregate_through_the_workflow(tiny_model, tm
         manifest = json.loads((run_dir / f"checkpoint-{step}" / "manifest.json").read_text())
         assert (manifest["step"], manifest["reward"], manifest["train_run"]) == (
             step,
-            "legacy_cumulative",
+            "v1",
             RUN,
         )
         weights = load_file(run_dir / f"checkpoint-{step}" / "adapter_model.safetensors")
