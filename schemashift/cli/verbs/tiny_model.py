@@ -10,11 +10,12 @@ HELP = "build a tiny Qwen2-shaped chat model offline, warm-started on oracle tra
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from schemashift.train.tiny import DEFAULTS
-
     parser.add_argument("--out", required=True, help="directory to create (must be absent or empty)")
     parser.add_argument(
-        "--steps", type=int, default=None, help=f"supervised steps (default: {DEFAULTS['steps']})"
+        "--steps",
+        type=int,
+        default=None,
+        help="supervised steps (default: DEFAULTS in schemashift/train/tiny.py)",
     )
     parser.add_argument(
         "--max-seconds", type=float, default=None, help="wall-time cap of the supervised pass"
