@@ -263,6 +263,20 @@ def bar_figure(a: Analysis, ruleset: str, metric: str) -> Figure:
     return figure
 
 
+def _curve_with_band(ax, points, color, label: str, **line) -> None:
+    """A checkpoint curve of (step, Stat) points: the mean as a line, its interval as a band."""
+    xs = [step for step, _ in points]
+    ax.plot(xs, [stat.mean for _, stat in points], color=color, linewidth=1.8, label=label, **line)
+    ax.fill_between(
+        xs,
+        [stat.ci_low for _, stat in points],
+        [stat.ci_high for _, stat in points],
+        color=color,
+        alpha=0.18,
+        linewidth=0,
+    )
+
+
 def _curve(a: Analysis, run, ruleset: str, metric: str) -> list[tuple[int, Stat]]:
     base = a.base_subject(run)
     points = [(0, a.stat(ruleset, base, metric, OVERALL))] if base else []
@@ -294,16 +308,7 @@ def learning_figure(a: Analysis, run_names: Sequence[str], title: str = "Learnin
                 if not points:
                     continue
                 color = palette[run.name]
-                xs = [p[0] for p in points]
-                ax.plot(xs, [p[1].mean for p in points], color=color, linewidth=1.8, label=run.name)
-                ax.fill_between(
-                    xs,
-                    [p[1].ci_low for p in points],
-                    [p[1].ci_high for p in points],
-                    color=color,
-                    alpha=0.18,
-                    linewidth=0,
-                )
+                _curve_with_band(ax, points, color, run.name)
                 for x, stat in points:
                     face = "white" if stat.provisional else color
                     ax.plot(
@@ -379,16 +384,7 @@ def ablation_figure(a: Analysis, vary: str) -> Figure:
             if not points:
                 ax.plot([], [], color=color, label=label + ": no data")
                 continue
-            xs = [p[0] for p in points]
-            ax.plot(xs, [p[1].mean for p in points], color=color, marker="o", linewidth=1.8, label=label)
-            ax.fill_between(
-                xs,
-                [p[1].ci_low for p in points],
-                [p[1].ci_high for p in points],
-                color=color,
-                alpha=0.18,
-                linewidth=0,
-            )
+            _curve_with_band(ax, points, color, label, marker="o")
         ax.set_title(f"{ruleset}: {'reward' if vary == 'reward' else 'base model'} varies", fontsize=11)
         ax.set_xlabel("checkpoint step (0 = untrained base)")
         ax.set_ylabel("mean score (overall)")
