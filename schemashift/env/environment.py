@@ -66,7 +66,7 @@ class Environment:
         ep.step += 1
         if tokens_used:
             ep.tokens_remaining = max(0, ep.tokens_remaining - tokens_used)
-        fired = rs.fire_drifts(ep)
+        fired = rs.fire_drifts(ep, parsed)
         if parsed is None:
             response, feedback = rs.invalid_step(ep, action, invalid)
         else:

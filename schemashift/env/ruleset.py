@@ -5,7 +5,7 @@ from (scenario, seed), decides what the agent is shown (documentation at the sta
 live schema returned by inspection), dispatches actions to tools, tracks progress, grades and
 shapes. The Environment runs the same step pipeline for every ruleset and calls these hooks:
 
-    fire_drifts -> dispatch -> before_effects -> apply_effects -> (history) -> is_terminal
+    fire_drifts(action) -> dispatch -> before_effects -> apply_effects -> (history) -> is_terminal
     -> reward -> observe
 
 `before_effects` sees the state before the step's bookkeeping (legacy computes its dense
@@ -98,8 +98,9 @@ class Ruleset:
         return Episode(task, episode_id or os.urandom(16).hex(), self.make_tools(task))
 
     # -- step pipeline ------------------------------------------------------------------------------
-    def fire_drifts(self, ep: Episode) -> list[DriftEvent]:
-        """Apply every drift scheduled for the current step, in plan order."""
+    def fire_drifts(self, ep: Episode, action: Action | None = None) -> list[DriftEvent]:
+        """Apply the drifts due before `action` is dispatched (here: those scheduled for the
+        current step, in plan order; a ruleset may fire drifts on the action itself)."""
         due = ep.drifts_by_step.get(ep.step)
         if not due:
             return []
