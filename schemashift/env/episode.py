@@ -24,20 +24,24 @@ class ScenarioInfo:
 
 @dataclass(frozen=True)
 class DriftSpec:
-    """One planned schema change: `kind` on `tool` (and `endpoint`, or tool-wide) at a step.
+    """One planned schema change: `kind` on `tool` (and `endpoint`, or tool-wide).
 
-    `duration` is the number of steps a temporary drift lasts (None: for the rest of the episode).
+    It fires at step `fires_at_step` (the clock), or, when `on_call` is set, just before the
+    agent's `on_call`-th call to `endpoint` (to any endpoint of the tool for a tool-wide kind),
+    so that the call meets it whatever the agent's pace. `duration` is the number of steps a
+    temporary drift lasts (None: for the rest of the episode).
     """
 
     tool: str
     kind: str
-    fires_at_step: int
+    fires_at_step: int | None
     endpoint: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
     duration: int | None = None
+    on_call: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        spec = {
             "tool": self.tool,
             "endpoint": self.endpoint,
             "kind": self.kind,
@@ -45,6 +49,9 @@ class DriftSpec:
             "details": self.details,
             "duration": self.duration,
         }
+        if self.on_call is not None:
+            spec["on_call"] = self.on_call
+        return spec
 
 
 @dataclass(slots=True)
@@ -123,7 +130,8 @@ class Episode:
         self.drifts = [DriftEvent(spec, i) for i, spec in enumerate(task.drift_plan)]
         self.drifts_by_step: dict[int, list[DriftEvent]] = {}
         for drift in self.drifts:
-            self.drifts_by_step.setdefault(drift.spec.fires_at_step, []).append(drift)
+            if drift.spec.fires_at_step is not None:
+                self.drifts_by_step.setdefault(drift.spec.fires_at_step, []).append(drift)
         self.agent_state: dict[str, Any] = {}
         # Full step records: {step, action, response, feedback, drift_events, reward}.
         self.history: list[dict[str, Any]] = []

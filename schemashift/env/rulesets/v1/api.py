@@ -479,6 +479,15 @@ class Api:
             live[param] = rule["example"]
         return ep.name, live
 
+    def canonical_of(self, endpoint: str) -> str | None:
+        """The documented endpoint a call to `endpoint` addresses (None: none of this tool's)."""
+        live = self.endpoints.get(endpoint)
+        if live is not None:
+            return live.canonical
+        if endpoint in self.retired or endpoint in self.removed:
+            return endpoint
+        return None
+
     def _live_endpoint(self, canonical: str) -> Endpoint | None:
         found = None
         for ep in self.endpoints.values():

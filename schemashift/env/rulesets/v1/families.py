@@ -1,9 +1,19 @@
 """v1 scenario families: templates with procedural variants, and generated cross-tool compositions.
 
-A family builder draws, from its own `random.Random`, the people, companies, dates, wording and
-distractor records of one task, and states what success means as checkable criteria on the
-final world (see `grading.py`), what collateral damage is (who may be mailed or invited, which
-records may change) and the canonical plan: the calls that solve the task on the documented API.
+A family builder draws, from its own `random.Random`, the people, companies, dates, wording,
+record ids and distractor records of one task, and states what success means as checkable
+criteria on the final world (see `grading.py`), what collateral damage is (who may be mailed or
+invited, which records may change) and the documented plan: the calls that solve the task on the
+API as documented at the start, reads included.
+
+Three rules keep the task honest (docs/rulesets.md, "Guarantees"):
+- every task needs a value that only a tool response gives (a record id, a name, an address), so
+  nothing the agent is shown before it reads a response solves it;
+- the success criteria shown to the agent describe each check, never the value it looks for;
+- every text starts with a dated request whose year belongs to the split (test 2026, train
+  2028 onwards), so no training task can equal a test task.
+A drawn task whose criteria contradict each other (the honest messages or summary would fail
+them) raises `Redraw`, and the caller draws again from the same generator.
 """
 
 from __future__ import annotations
@@ -12,6 +22,8 @@ import random
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
+
+from schemashift.env.rulesets.v1.grading import has_phrase
 
 FIRST = (
     "Priya", "Alex", "Jordan", "Sam", "Taylor", "Morgan", "Casey", "Riley", "Avery", "Quinn",
@@ -32,10 +44,23 @@ COMPANIES = (
     "Monarch Travel", "Aperture Devices", "Blue Sun Mining", "Dunder Paper", "Sirius Robotics",
 )  # fmt: skip
 INTERNAL_DOMAINS = ("company.com", "northwind.io", "contoso.dev", "fabrikam.net", "tailspin.co")
+#: customers write from personal mailboxes whose names reveal neither their name nor their company
+MAIL_PROVIDERS = ("inboxly.net", "postbox.org", "mailfast.io", "zenmail.com", "heymail.net")
+HANDLE_WORDS = (
+    "amber", "birch", "cedar", "delta", "ember", "fjord", "glade", "harbor", "indigo", "juniper",
+    "kestrel", "lumen", "meadow", "nimbus", "orchid", "pebble", "quartz", "raven", "sierra", "tundra",
+)  # fmt: skip
+TEAMS = ("Platform", "Data", "Design", "Growth", "Support", "Security", "Mobile", "Finance", "Research")
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 MONTHS = ("", "January", "February", "March", "April", "May", "June", "July", "August", "September",
           "October", "November", "December")  # fmt: skip
-FIRST_DAY = date(2026, 4, 6)
+#: the first Monday a split's requests may be dated (the year tells the splits apart)
+SPLIT_START = {"test": date(2026, 1, 5), "train": date(2028, 1, 3)}
+REQUEST_WEEKS = 46
+
+
+class Redraw(Exception):
+    """The drawn task contradicts itself; draw again from the same generator."""
 
 
 @dataclass(frozen=True)
@@ -54,8 +79,13 @@ class Slot:
     start: str
     end: str
     label: str  # e.g. "Monday April 27, 2026 at 10:00 UTC"
+    time: str  # e.g. "10:00 UTC"
     day: str  # ISO date
     minutes: int
+
+
+def day_label(day: date) -> str:
+    return f"{WEEKDAYS[day.weekday()]} {MONTHS[day.month]} {day.day}, {day.year}"
 
 
 @dataclass
@@ -76,8 +106,10 @@ class Builder:
     """Accumulates one task: its world, sentences, plan, criteria and collateral-damage rules."""
 
     rng: random.Random
+    split: str
     domain: str = "company.com"
     used_names: set[str] = field(default_factory=set)
+    used_ids: set[str] = field(default_factory=set)
     contacts: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     inbox: list[dict[str, Any]] = field(default_factory=list)
@@ -89,6 +121,13 @@ class Builder:
     mutable: dict[str, list[str]] = field(default_factory=dict)
     deletable: set[str] = field(default_factory=set)
     titles: dict[str, int] = field(default_factory=dict)
+    honest_texts: list[tuple[dict[str, Any], str, str]] = field(default_factory=list)
+    today: date = SPLIT_START["test"]
+
+    def __post_init__(self) -> None:
+        self.today = SPLIT_START[self.split] + timedelta(
+            weeks=self.rng.randrange(REQUEST_WEEKS), days=self.rng.randrange(5)
+        )
 
     # -- entities ----------------------------------------------------------------------------------
     def person(self, domain: str | None = None, first: str | None = None) -> Person:
@@ -104,34 +143,56 @@ class Builder:
         self.used_names.update((f"{given} {last}", email))
         return Person(given, last, email)
 
+    def customer(self, first: str | None = None) -> Person:
+        """A customer: a full name and a personal address that does not spell it."""
+        rng = self.rng
+        while True:
+            given = first or rng.choice(FIRST)
+            last = rng.choice(LAST)
+            handle = f"{rng.choice(HANDLE_WORDS)}.{rng.choice(HANDLE_WORDS)}{rng.randint(10, 99)}"
+            email = f"{handle}@{rng.choice(MAIL_PROVIDERS)}"
+            if f"{given} {last}" not in self.used_names and email not in self.used_names:
+                break
+        self.used_names.update((f"{given} {last}", email))
+        return Person(given, last, email)
+
+    def record_id(self, prefix: str) -> str:
+        """An id no agent can guess: the prefix and five random digits."""
+        while True:
+            rid = f"{prefix}_{self.rng.randint(10000, 99999)}"
+            if rid not in self.used_ids:
+                self.used_ids.add(rid)
+                return rid
+
     def companies(self, n: int) -> list[str]:
         return self.rng.sample(COMPANIES, n)
 
-    def slot(self, minutes: int | None = None, hours: tuple[int, int] = (9, 16)) -> Slot:
-        rng = self.rng
-        day = FIRST_DAY + timedelta(days=rng.randrange(7 * 10))
+    def day(self, earliest: int = 1, latest: int = 21) -> date:
+        """A weekday `earliest`..`latest` days after the request date."""
+        day = self.today + timedelta(days=self.rng.randint(earliest, latest))
         if day.weekday() >= 5:
             day += timedelta(days=7 - day.weekday())
-        hour, minute = rng.randint(*hours), rng.choice((0, 30))
+        return day
+
+    def slot(
+        self, minutes: int | None = None, hours: tuple[int, int] = (9, 16), on: date | None = None
+    ) -> Slot:
+        rng = self.rng
         minutes = minutes or rng.choice((30, 45, 60))
-        start_min = hour * 60 + minute
-        end_min = start_min + minutes
-        iso = day.isoformat()
-        start = f"{iso}T{hour:02d}:{minute:02d}:00Z"
-        end = f"{iso}T{end_min // 60:02d}:{end_min % 60:02d}:00Z"
-        weekday, month = WEEKDAYS[day.weekday()], MONTHS[day.month]
-        label = f"{weekday} {month} {day.day}, {day.year} at {hour:02d}:{minute:02d} UTC"
-        return Slot(start, end, label, iso, minutes)
+        return fixed_slot(on or self.day(), rng.randint(*hours), rng.choice((0, 30)), minutes)
 
     def use(self, *tools: str) -> None:
         for tool in tools:
             if tool not in self.tools:
                 self.tools.append(tool)
 
+    def request(self, text: str) -> str:
+        return f"Today is {day_label(self.today)}. {text}"
+
     # -- seeded records ----------------------------------------------------------------------------
     def contact(self, person: Person, company: str, status: str = "active") -> dict[str, Any]:
         record = {
-            "contact_id": f"c_{len(self.contacts) + 1}",
+            "contact_id": self.record_id("c"),
             "name": person.name,
             "email": person.email,
             "company": company,
@@ -142,7 +203,7 @@ class Builder:
 
     def event(self, title: str, slot: Slot, attendees: list[str]) -> dict[str, Any]:
         record = {
-            "event_id": f"evt_{len(self.events) + 1}",
+            "event_id": self.record_id("evt"),
             "title": title,
             "start": slot.start,
             "end": slot.end,
@@ -153,14 +214,23 @@ class Builder:
         self.events.append(record)
         return record
 
+    def message(self, sender: str, subject: str, body: str) -> dict[str, Any]:
+        record = {
+            "message_id": self.record_id("msg"),
+            "from": sender,
+            "to": [f"me@{self.domain}"],
+            "subject": subject,
+            "body": body,
+            "folder": "inbox",
+        }
+        self.inbox.append(record)
+        return record
+
     def shuffle_records(self) -> None:
-        """Distractors must not sit at predictable positions; ids follow the shuffled order."""
+        """Distractors must not sit at predictable positions."""
         self.rng.shuffle(self.contacts)
-        for i, c in enumerate(self.contacts, 1):
-            c["contact_id"] = f"c_{i}"
         self.rng.shuffle(self.events)
-        for i, e in enumerate(self.events, 1):
-            e["event_id"] = f"evt_{i}"
+        self.rng.shuffle(self.inbox)
 
     # -- plan steps and their criteria -------------------------------------------------------------
     def read(self, tool: str, endpoint: str, **params: Any) -> None:
@@ -172,10 +242,12 @@ class Builder:
         to: str,
         subject: str,
         body: str,
+        check: str,
         subject_has: list[str],
         body_has: list[str] = (),
         body_lacks: list[str] = (),
     ) -> None:
+        """One message to `to` alone; `check` is the criterion text (what is checked, no answers)."""
         self.use("mail")
         self.ops.append(
             {
@@ -185,21 +257,18 @@ class Builder:
             }
         )
         self.recipients[to] = self.recipients.get(to, 0) + 1
-        self.criteria.append(
-            {
-                "kind": "message",
-                "to": to,
-                "subject_has": list(subject_has),
-                "body_has": list(body_has),
-                "body_lacks": list(body_lacks),
-                "text": f"Exactly one message to {to} whose subject contains "
-                + " and ".join(repr(s) for s in subject_has)
-                + (f" and whose body mentions {', '.join(body_has)}" if body_has else "")
-                + (f" but not {', '.join(body_lacks)}" if body_lacks else ""),
-            }
-        )
+        criterion = {
+            "kind": "message",
+            "to": to,
+            "subject_has": list(subject_has),
+            "body_has": list(body_has),
+            "body_lacks": list(body_lacks),
+            "text": check,
+        }
+        self.criteria.append(criterion)
+        self.honest_texts.append((criterion, subject, body))
 
-    def create_event(self, title: str, slot: Slot, attendees: list[str]) -> None:
+    def create_event(self, title: str, slot: Slot, attendees: list[str], check: str) -> None:
         self.use("calendar")
         self.ops.append(
             {
@@ -222,45 +291,32 @@ class Builder:
                 "start": slot.start,
                 "end": slot.end,
                 "attendees": sorted(attendees),
-                "text": f"One active event '{title}' from {slot.start} to {slot.end} with exactly "
-                f"{', '.join(sorted(attendees))}",
+                "text": check,
             }
         )
 
-    def set_status(self, contact: dict[str, Any], status: str) -> None:
+    def set_status(self, contact: dict[str, Any], status: str, check: str) -> None:
         self.use("crm")
         cid = contact["contact_id"]
         self.ops.append(
             {"tool": "crm", "endpoint": "update_contact", "params": {"contact_id": cid, "status": status}}
         )
         self.mutable.setdefault(cid, []).append("status")
-        self.criteria.append(
-            {
-                "kind": "contact_status",
-                "contact_id": cid,
-                "status": status,
-                "text": f"CRM contact {contact['name']} ({contact['email']}) has status '{status}'",
-            }
-        )
+        self.criteria.append({"kind": "contact_status", "contact_id": cid, "status": status, "text": check})
 
-    def cancel(self, event: dict[str, Any]) -> None:
+    def cancel(self, event: dict[str, Any], check: str) -> None:
         self.use("calendar")
         eid = event["event_id"]
         self.ops.append({"tool": "calendar", "endpoint": "delete_event", "params": {"event_id": eid}})
         self.deletable.add(eid)
         self.mutable.setdefault(eid, []).append("status")
-        self.criteria.append(
-            {
-                "kind": "event_cancelled",
-                "event_id": eid,
-                "text": f"Event '{event['title']}' on {event['start'][:10]} is deleted or cancelled",
-            }
-        )
+        self.criteria.append({"kind": "event_cancelled", "event_id": eid, "text": check})
 
-    def summary_criterion(self, has: list[str], lacks: list[str], what: str) -> None:
-        self.criteria.append({"kind": "summary", "has": has, "lacks": lacks, "text": what})
+    def summary_criterion(self, has: list[str], lacks: list[str], check: str) -> None:
+        self.criteria.append({"kind": "summary", "has": has, "lacks": lacks, "text": check})
 
     def finish(self, description: str, summary: str) -> FamilySpec:
+        self._check_consistent(summary)
         seed_data: dict[str, dict[str, Any]] = {}
         for tool in self.tools:
             if tool == "mail":
@@ -278,16 +334,42 @@ class Builder:
         }
         order = {"mail": 0, "calendar": 1, "crm": 2}
         tools = tuple(sorted(self.tools, key=order.__getitem__))
-        return FamilySpec(description, tools, seed_data, self.criteria, self.ops, summary, allowed)
+        return FamilySpec(self.request(description), tools, seed_data, self.criteria, self.ops, summary, allowed)
+
+    def _check_consistent(self, summary: str) -> None:
+        """Redraw a task whose honest messages or summary would fail its own criteria."""
+        for criterion, subject, body in self.honest_texts:
+            if not (
+                all(has_phrase(subject, s) for s in criterion["subject_has"])
+                and all(has_phrase(body, s) for s in criterion["body_has"])
+                and not any(has_phrase(body, s) for s in criterion["body_lacks"])
+            ):
+                raise Redraw(f"message criterion contradicts itself: {criterion}")
+        for criterion in self.criteria:
+            if criterion["kind"] == "summary" and not (
+                all(has_phrase(summary, s) for s in criterion["has"])
+                and not any(has_phrase(summary, s) for s in criterion["lacks"])
+            ):
+                raise Redraw(f"summary criterion contradicts itself: {criterion}")
+
+
+def fixed_slot(day: date, hour: int, minute: int, minutes: int) -> Slot:
+    iso = day.isoformat()
+    start_min = hour * 60 + minute
+    end_min = start_min + minutes
+    time = f"{hour:02d}:{minute:02d} UTC"
+    return Slot(
+        f"{iso}T{hour:02d}:{minute:02d}:00Z",
+        f"{iso}T{end_min // 60:02d}:{end_min % 60:02d}:00Z",
+        f"{day_label(day)} at {time}",
+        time,
+        iso,
+        minutes,
+    )
 
 
 def _pick(rng: random.Random, *options: str) -> str:
     return rng.choice(options)
-
-
-def _seed_distractor_events(b: Builder, n: int, titles: tuple[str, ...], people: list[str]) -> None:
-    for title in b.rng.sample(titles, n):
-        b.event(title, b.slot(), b.rng.sample(people, min(2, len(people))))
 
 
 COMMON_EVENTS = (
@@ -300,187 +382,211 @@ COMMON_EVENTS = (
 )
 
 
+def _distractor_events(b: Builder, n: int, people: list[str]) -> None:
+    for title in b.rng.sample(COMMON_EVENTS, n):
+        b.event(title, b.slot(), b.rng.sample(people, min(2, len(people))))
+
+
 # -- the six families -----------------------------------------------------------------------------
-def onboard_new_hire(rng: random.Random) -> FamilySpec:
-    b = Builder(rng, rng.choice(INTERNAL_DOMAINS))
-    hire, manager, later = b.person(), b.person(), b.person()
-    slot = b.slot(minutes=rng.choice((30, 60)))
+def onboard_new_hire(b: Builder) -> FamilySpec:
+    """HR's message in the inbox holds the hire's address and names their manager."""
+    rng = b.rng
+    b.domain = rng.choice(INTERNAL_DOMAINS)
+    hire, manager, other_hire, other_manager = (b.person() for _ in range(4))
+    hr = f"{_pick(rng, 'hr', 'people-ops', 'talent')}@{b.domain}"
+    start_day = b.day(3, 14)
+    slot = b.slot(minutes=rng.choice((30, 60)), on=start_day)
     title = _pick(
         rng, "New Hire Orientation", "Onboarding Session", "Welcome Orientation", "First-Day Kickoff"
     )
     b.use("mail", "calendar")
-    _seed_distractor_events(b, rng.randint(2, 3), COMMON_EVENTS, [manager.email, later.email])
-    b.event(f"{title} (previous cohort)", b.slot(), [later.email])
+    for starter, boss, when in ((hire, manager, start_day), (other_hire, other_manager, b.day(15, 30))):
+        b.message(
+            hr,
+            f"New starter: {starter.name}",
+            f"{starter.name} joins on {day_label(when)}. Work address: {starter.email}. "
+            f"Manager: {boss.name} ({boss.email}).",
+        )
+    _distractor_events(b, rng.randint(2, 3), [manager.email, other_manager.email])
     b.shuffle_records()
-    if rng.random() < 0.5:
-        b.read("calendar", "list_events", date_from=f"{slot.day}T00:00:00Z", date_to=f"{slot.day}T23:59:59Z")
+    b.read("mail", "list_messages", folder="inbox")
     steps = [
         lambda: b.send(
             hire.email,
             f"Welcome to the team, {hire.first}!",
             f"Hi {hire.first}, welcome aboard! Your {title} is on {slot.label}.",
+            "One welcome message to the new hire alone: 'Welcome' in the subject, the orientation "
+            "time in the body",
             ["welcome"],
+            [slot.time.split()[0]],
         ),
-        lambda: b.create_event(title, slot, [hire.email, manager.email]),
+        lambda: b.create_event(
+            title,
+            slot,
+            [hire.email, manager.email],
+            "One active event with the requested title and time whose attendees are exactly the new "
+            "hire and their manager",
+        ),
     ]
     rng.shuffle(steps)
     for plan_step in steps:
         plan_step()
-    opener = _pick(
-        rng,
-        f"{hire.name} ({hire.email}) joins the team on {slot.label[: slot.label.index(' at ')]}.",
-        f"Our new colleague {hire.name} starts soon; their address is {hire.email}.",
-    )
     description = (
-        f"{opener} Send {hire.first} a welcome email at {hire.email} with 'welcome' in the subject. "
-        f"Then create a calendar event titled '{title}' on {slot.label} lasting {slot.minutes} minutes, "
-        f"inviting exactly {hire.first} and their manager {manager.name} ({manager.email}). "
-        f"{later.name} ({later.email}) starts next month: do not contact or invite them yet."
+        f"{hire.name} starts on {day_label(start_day)}; HR's 'New starter' e-mail in your inbox gives "
+        f"their work address and names their manager. Send {hire.first} one welcome e-mail (to them "
+        f"alone) with 'Welcome' in the subject that gives the time of their orientation, and schedule "
+        f"'{title}' on {slot.label} for {slot.minutes} minutes with exactly {hire.first} and their manager."
     )
     return b.finish(description, f"Welcomed {hire.name} and scheduled '{title}' with {manager.name}.")
 
 
-def meeting_invite_blast(rng: random.Random) -> FamilySpec:
-    b = Builder(rng, rng.choice(INTERNAL_DOMAINS))
-    n = rng.randint(3, 5)
-    team = [b.person() for _ in range(n)]
-    on_leave = b.person()
+def meeting_invite_blast(b: Builder) -> FamilySpec:
+    """The roster is in the inbox, and so is an out-of-office reply from one member."""
+    rng = b.rng
+    b.domain = rng.choice(INTERNAL_DOMAINS)
+    team_name, other_team = rng.sample(TEAMS, 2)
+    members = [b.person() for _ in range(rng.randint(4, 6))]
+    others = [b.person() for _ in range(3)]
+    lead, other_lead = b.person(), b.person()
+    on_leave = rng.choice(members)
+    invited = [p for p in members if p is not on_leave]
     meeting = _pick(rng, "All-Hands", "Town Hall", "Quarterly Kickoff", "Team Sync", "Roadmap Review")
-    slot = b.slot()
-    when = slot.label
+    slot = b.slot(on=b.day(2, 14))
     agenda = _pick(
         rng, "quarterly goals and Q&A", "team updates and demos", "the hiring plan", "roadmap priorities"
     )
     b.use("mail")
-    b.inbox.append(
-        {
-            "message_id": "msg_1",
-            "from": on_leave.email,
-            "to": [f"me@{b.domain}"],
-            "subject": "Out of office",
-            "body": f"I am on leave until next month. - {on_leave.first}",
-            "folder": "inbox",
-        }
+    for name, boss, people in ((team_name, lead, members), (other_team, other_lead, others)):
+        listing = "; ".join(f"{p.name} <{p.email}>" for p in people)
+        b.message(boss.email, f"{name} team roster", f"Current members of the {name} team: {listing}.")
+    b.message(
+        on_leave.email,
+        f"Out of office: {on_leave.name}",
+        f"I am on leave until {day_label(b.day(22, 40))} with no access to e-mail. - {on_leave.first}",
     )
-    time_text = when[when.index(" at ") + 4 :]
-    if rng.random() < 0.5:
-        b.read("mail", "list_messages", folder="inbox")
-    for person in team:
+    b.shuffle_records()
+    b.read("mail", "list_messages", folder="inbox")
+    for person in invited:
         b.send(
             person.email,
-            f"{meeting}: {when}",
-            f"Hi {person.first}, the {meeting} is on {when}. Agenda: {agenda}.",
+            f"{meeting}: {slot.label}",
+            f"Hi {person.first}, the {meeting} is on {slot.label}. Agenda: {agenda}.",
+            f"Exactly one message to each {team_name} team member who is not on leave, addressed to "
+            "them alone, with the meeting name in the subject and its time and agenda in the body",
             [meeting.lower()],
-            [time_text.lower()],
+            [slot.time.split()[0], agenda],
         )
-    listing = ", ".join(p.email for p in team)
     description = (
-        f"Send an invitation email for the {meeting} on {when} to each of these team members, one message "
-        f"per person: {listing}. The subject must contain '{meeting}' and the body must state the time "
-        f"({time_text}) and the agenda ({agenda}). {on_leave.name} ({on_leave.email}) is on leave: do not "
-        "email them."
+        f"Send an invitation e-mail for the {meeting} on {slot.label} to each member of the {team_name} "
+        f"team, one message per person addressed to them alone (the roster is in your inbox). The subject "
+        f"must contain '{meeting}' and the body must state the time ({slot.time}) and the agenda "
+        f"({agenda}). Anyone on the team with an out-of-office reply in the inbox is on leave: do not "
+        "e-mail them."
     )
-    return b.finish(description, f"Sent the {meeting} invitation to {n} team members.")
+    return b.finish(description, f"Sent the {meeting} invitation to {len(invited)} {team_name} members.")
 
 
 CUSTOMER_STATUSES = ("support_in_progress", "awaiting_customer", "escalated_tier2", "renewal_review")
 
 
 def _customers(b: Builder, n_distractors: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A target customer plus distractors that share a first name, a company or an email domain."""
+    """A target customer plus distractors that share a first name, a company or a surname."""
     rng = b.rng
     companies = b.companies(n_distractors + 1)
     target_company = companies[0]
-    domain = target_company.split()[0].lower() + ".com"
-    target_person = b.person(domain)
-    target = b.contact(target_person, target_company)
+    target = b.contact(b.customer(), target_company)
+    first, last = target["name"].split()
     others = []
     for i in range(n_distractors):
         style = i % 3
         if style == 0:  # same first name, other company
-            person = b.person(companies[i + 1].split()[0].lower() + ".com", first=target_person.first)
-            others.append(b.contact(person, companies[i + 1]))
+            others.append(b.contact(b.customer(first=first), companies[i + 1]))
         elif style == 1:  # same company, other person
-            others.append(b.contact(b.person(domain), target_company, rng.choice(("active", "inactive"))))
-        else:  # unrelated
-            person = b.person(companies[i + 1].split()[0].lower() + ".io")
-            others.append(b.contact(person, companies[i + 1], rng.choice(("active", "inactive"))))
+            others.append(b.contact(b.customer(), target_company, rng.choice(("active", "inactive"))))
+        else:  # another company
+            others.append(b.contact(b.customer(), companies[i + 1], rng.choice(("active", "inactive"))))
     return target, others
 
 
-def customer_lookup(rng: random.Random) -> FamilySpec:
-    b = Builder(rng)
+def customer_lookup(b: Builder) -> FamilySpec:
+    rng = b.rng
     target, others = _customers(b, rng.randint(3, 5))
     status = rng.choice(CUSTOMER_STATUSES)
     b.shuffle_records()
     email = target["email"]
     b.read("crm", "search_contacts", email=email)
-    b.read("crm", "get_contact", contact_id=target["contact_id"])
-    b.set_status(target, status)
     if rng.random() < 0.5:
         b.read("crm", "get_contact", contact_id=target["contact_id"])
+    b.set_status(target, status, "The CRM contact with the customer's address has the requested status")
     wrong = sorted({c["company"] for c in others} - {target["company"]})
     b.summary_criterion(
-        [target["company"].lower()],
-        [w.lower() for w in wrong],
-        f"The completion summary names the customer's company ({target['company']}) and no other company",
+        [target["company"]],
+        wrong,
+        "The completion summary names the customer's company and no other company in the CRM",
     )
     description = _pick(
         rng,
-        f"A customer wrote to support from {email}. Look them up in the CRM by that email, retrieve their "
-        f"full contact record and set their status to '{status}'. Name their company in your final summary.",
-        f"Support ticket from {email}: find this contact in the CRM by email, open the full record, change "
-        f"the status to '{status}' and report the contact's company when you complete the task.",
+        f"A customer wrote to support from {email}. Look them up in the CRM by that address, set their "
+        f"status to '{status}' and name their company in your completion summary.",
+        f"Support ticket from {email}: find this contact in the CRM by e-mail, change the status to "
+        f"'{status}' and report the contact's company when you complete the task.",
     )
     return b.finish(description, f"{target['name']} ({email}) is now {status}. Company: {target['company']}.")
 
 
-def customer_escalation(rng: random.Random) -> FamilySpec:
-    b = Builder(rng, rng.choice(INTERNAL_DOMAINS))
+def customer_escalation(b: Builder) -> FamilySpec:
+    rng = b.rng
+    b.domain = rng.choice(INTERNAL_DOMAINS)
     target, _ = _customers(b, rng.randint(2, 4))
     manager = b.person()
     status = rng.choice(("vip_escalation", "retention_risk", "priority_care"))
     slot = b.slot(minutes=30, hours=(9, 15))
-    title = f"Check-in call: {target['name']}"
+    name = target["name"]
+    title = f"Check-in call: {name}"
     b.use("mail", "calendar")
-    _seed_distractor_events(b, 2, COMMON_EVENTS, [manager.email])
+    _distractor_events(b, 2, [manager.email])
     b.shuffle_records()
     b.read("crm", "search_contacts", email=target["email"])
-    b.set_status(target, status)
-    first = target["name"].split()[0]
+    b.set_status(target, status, "The escalated customer has the requested CRM status")
     b.send(
         target["email"],
-        f"Priority Support \u2014 {target['name']}",
-        f"Hi {first}, we value {target['company']} and want to make this right. Let's talk on {slot.label}.",
-        ["priority support", target["name"].lower()],
+        f"Priority Support \u2014 {name}",
+        f"Hi {name.split()[0]}, we value {target['company']} and want to make this right. "
+        f"Let's talk on {slot.label}.",
+        "One message to the customer alone whose subject is 'Priority Support \u2014' and their full name",
+        ["priority support", name],
     )
-    b.create_event(title, slot, [target["email"], manager.email])
+    b.create_event(
+        title,
+        slot,
+        [target["email"], manager.email],
+        "One active 30-minute event titled 'Check-in call:' and the customer's full name, at the "
+        "requested time, with exactly the customer and the account manager",
+    )
     description = (
         f"The VIP customer {target['email']} has escalated: their subscription is about to lapse. Look them "
-        f"up in the CRM, set their status to '{status}', send them one retention email with the subject "
-        f"'Priority Support \u2014 <their full name>', and schedule a 30-minute event titled "
-        f"'Check-in call: <their full name>' on {slot.label} with exactly the customer and the account "
-        f"manager {manager.name} ({manager.email})."
+        f"up in the CRM, set their status to '{status}', send them one retention e-mail (to them alone) "
+        f"with the subject 'Priority Support \u2014 <their full name>', and schedule a 30-minute event "
+        f"titled 'Check-in call: <their full name>' on {slot.label} with exactly the customer and the "
+        f"account manager {manager.name} ({manager.email})."
     )
-    return b.finish(
-        description, f"Escalated {target['name']} ({target['company']}), emailed and booked the call."
-    )
+    return b.finish(description, f"Escalated {name} ({target['company']}), emailed and booked the call.")
 
 
-def weekly_report(rng: random.Random) -> FamilySpec:
-    b = Builder(rng, rng.choice(INTERNAL_DOMAINS))
+def weekly_report(b: Builder) -> FamilySpec:
+    rng = b.rng
+    b.domain = rng.choice(INTERNAL_DOMAINS)
     company, *others = b.companies(3)
-    domain = company.split()[0].lower() + ".com"
-    active = [b.contact(b.person(domain), company, "active") for _ in range(rng.randint(2, 4))]
-    inactive = [b.contact(b.person(domain), company, "inactive") for _ in range(rng.randint(1, 2))]
+    active = [b.contact(b.customer(), company, "active") for _ in range(rng.randint(2, 4))]
+    inactive = [b.contact(b.customer(), company, "inactive") for _ in range(rng.randint(1, 2))]
     for other in others:
-        b.contact(b.person(other.split()[0].lower() + ".com"), other, "active")
+        b.contact(b.customer(), other, "active")
     leads = [b.person(), b.person()]
     report_to = f"{_pick(rng, 'sales-leads', 'account-team', 'revenue-ops')}@{b.domain}"
     slot = b.slot(minutes=rng.choice((30, 60)))
     title = _pick(rng, "Weekly Report Review", "Pipeline Review", "Account Health Review")
     b.use("mail", "calendar")
-    _seed_distractor_events(b, 2, COMMON_EVENTS, [p.email for p in leads])
+    _distractor_events(b, 2, [p.email for p in leads])
     b.shuffle_records()
     b.read("crm", "search_contacts", company=company, status="active")
     names = [c["name"] for c in active]
@@ -488,21 +594,27 @@ def weekly_report(rng: random.Random) -> FamilySpec:
         report_to,
         f"Weekly Active Contacts Report \u2014 {company}",
         f"Active {company} contacts this week: {', '.join(names)}.",
-        ["weekly", company.lower()],
-        [n.lower() for n in names],
-        [c["name"].lower() for c in inactive],
+        f"One message to {report_to} alone with 'Weekly' and the company in the subject, whose body names "
+        "every active contact of the company and no inactive one",
+        ["weekly", company],
+        names,
+        [c["name"] for c in inactive],
     )
-    b.create_event(title, slot, [p.email for p in leads])
+    b.create_event(
+        title,
+        slot,
+        [p.email for p in leads],
+        "One active event with the requested title, time and length whose attendees are exactly the "
+        "two sales leads",
+    )
     description = (
         f"Prepare the weekly report for {company}: pull the {company} contacts whose status is active from "
-        f"the CRM and email {report_to} one message with a subject containing 'Weekly' and '{company}' that "
-        f"lists the full names of the active contacts only. Then schedule '{title}' on {slot.label} for "
-        f"{slot.minutes} minutes with exactly the sales leads {leads[0].name} ({leads[0].email}) and "
-        f"{leads[1].name} ({leads[1].email})."
+        f"the CRM and e-mail {report_to} one message (to that address alone) with a subject containing "
+        f"'Weekly' and '{company}' that lists the full names of the active contacts only. Then schedule "
+        f"'{title}' on {slot.label} for {slot.minutes} minutes with exactly the sales leads "
+        f"{leads[0].name} ({leads[0].email}) and {leads[1].name} ({leads[1].email})."
     )
-    return b.finish(
-        description, f"Sent the {company} weekly report ({len(names)} active) and booked '{title}'."
-    )
+    return b.finish(description, f"Sent the {company} weekly report ({len(names)} active) and booked '{title}'.")
 
 
 CLEANUP_TITLES = (
@@ -514,70 +626,75 @@ CLEANUP_TITLES = (
 )
 
 
-def event_cleanup(rng: random.Random) -> FamilySpec:
-    b = Builder(rng, rng.choice(INTERNAL_DOMAINS))
+def event_cleanup(b: Builder) -> FamilySpec:
+    rng = b.rng
+    b.domain = rng.choice(INTERNAL_DOMAINS)
     lead, *team = (b.person() for _ in range(4))
     pairs = rng.sample(CLEANUP_TITLES, 2)
-    week = b.slot()
-    day0 = date.fromisoformat(week.day)
-    monday = day0 - timedelta(days=day0.weekday())
+    monday = b.today + timedelta(days=7 - b.today.weekday())
     targets = []
     for i, (cancel_title, keep_title) in enumerate(pairs):
-        day = (monday + timedelta(days=i)).isoformat()
+        day = monday + timedelta(days=i)
         hour = rng.randint(9, 15)
-        target_slot = _fixed_slot(day, hour, 60)
-        targets.append(b.event(cancel_title, target_slot, [lead.email]))
-        b.event(keep_title, _fixed_slot(day, hour + 1, 60), [lead.email, team[i].email])
-    b.event(
-        rng.choice(COMMON_EVENTS),
-        _fixed_slot((monday + timedelta(days=2)).isoformat(), 11, 30),
-        [team[2].email],
-    )
-    friday = (monday + timedelta(days=4)).isoformat()
-    wrap = _fixed_slot(friday, rng.choice((15, 16)), rng.choice((30, 60)))
+        targets.append(b.event(cancel_title, fixed_slot(day, hour, 0, 60), [lead.email]))
+        b.event(keep_title, fixed_slot(day, hour + 1, 0, 60), [lead.email, team[i].email])
+    b.event(rng.choice(COMMON_EVENTS), fixed_slot(monday + timedelta(days=2), 11, 0, 30), [team[2].email])
+    friday = monday + timedelta(days=4)
+    wrap = fixed_slot(friday, rng.choice((15, 16)), 0, rng.choice((30, 60)))
     wrap_title = _pick(rng, "Friday Wrap-up", "Week Wrap-up", "End-of-Week Retro")
     notify = f"{_pick(rng, 'team-all', 'eng-team', 'everyone')}@{b.domain}"
     b.use("calendar", "mail")
     b.shuffle_records()
     b.read(
-        "calendar", "list_events", date_from=f"{monday.isoformat()}T00:00:00Z", date_to=f"{friday}T23:59:59Z"
+        "calendar",
+        "list_events",
+        date_from=f"{monday.isoformat()}T00:00:00Z",
+        date_to=f"{friday.isoformat()}T23:59:59Z",
     )
     for target in targets:
-        b.cancel(target)
-    b.create_event(wrap_title, wrap, [lead.email])
+        b.cancel(target, "Each of the two named events is cancelled or deleted; every other event stays")
+    b.create_event(
+        wrap_title,
+        wrap,
+        [lead.email],
+        "One active wrap-up event with the requested title, time and length whose only attendee is the "
+        "team lead",
+    )
     b.send(
         notify,
         f"Calendar Updated \u2014 {wrap_title} Added",
         f"Cancelled {pairs[0][0]} and {pairs[1][0]}; added {wrap_title} on {wrap.label}.",
+        f"One message to {notify} alone with 'Calendar Updated' in the subject whose body names both "
+        "cancelled events",
         ["calendar updated"],
-        [pairs[0][0].lower(), pairs[1][0].lower()],
+        [pairs[0][0], pairs[1][0]],
     )
     description = (
-        f"Calendar cleanup for the week of {monday.isoformat()}: find and cancel (or delete) the "
+        f"Calendar cleanup for the week of {day_label(monday)}: find and cancel (or delete) the "
         f"'{pairs[0][0]}' and '{pairs[1][0]}' events, leaving every other event as it is (note "
         f"'{pairs[0][1]}' and '{pairs[1][1]}' stay). Create '{wrap_title}' on {wrap.label} for "
-        f"{wrap.minutes} minutes with exactly the team lead {lead.name} ({lead.email}). Then email {notify} "
-        f"one message with a subject containing 'Calendar Updated' that names both cancelled events."
+        f"{wrap.minutes} minutes with exactly the team lead {lead.name} ({lead.email}). Then e-mail "
+        f"{notify} one message (to that address alone) with a subject containing 'Calendar Updated' "
+        "that names both cancelled events."
     )
     return b.finish(
         description, f"Cancelled {pairs[0][0]} and {pairs[1][0]}, added {wrap_title}, notified {notify}."
     )
 
 
-def _fixed_slot(day: str, hour: int, minutes: int) -> Slot:
-    end = hour * 60 + minutes
-    d = date.fromisoformat(day)
-    label = f"{WEEKDAYS[d.weekday()]} {MONTHS[d.month]} {d.day}, {d.year} at {hour:02d}:00 UTC"
-    return Slot(f"{day}T{hour:02d}:00:00Z", f"{day}T{end // 60:02d}:{end % 60:02d}:00Z", label, day, minutes)
-
-
 # -- generated compositions -----------------------------------------------------------------------
-def composition(rng: random.Random, parts: int) -> FamilySpec:
-    """`parts` atomic subtasks drawn across tools (status update, notice, meeting, cancellation)."""
-    b = Builder(rng, rng.choice(INTERNAL_DOMAINS))
+#: subtask kinds that need a lookup (a record id only a response gives); every composition has one
+LOOKUP_PARTS = frozenset({"status", "cancel"})
+
+
+def composition(b: Builder, parts: int) -> FamilySpec:
+    """`parts` atomic subtasks drawn across tools (status update, notice, meeting, cancellation);
+    at least two tools and at least one subtask that needs a lookup."""
+    rng = b.rng
+    b.domain = rng.choice(INTERNAL_DOMAINS)
     kinds = ["status", "notice", "meeting", "cancel"]
     chosen = rng.sample(kinds, parts)
-    while len({_PART_TOOL[k] for k in chosen}) < 2:
+    while len({_PART_TOOL[k] for k in chosen}) < 2 or not LOOKUP_PARTS & set(chosen):
         chosen = rng.sample(kinds, parts)
     sentences, summary = [], []
     pending = []
@@ -586,14 +703,14 @@ def composition(rng: random.Random, parts: int) -> FamilySpec:
             target, _ = _customers(b, 3)
             status = rng.choice(CUSTOMER_STATUSES)
             pending.append(("status", target, status))
-            sentences.append(f"set the CRM status of the contact with email {target['email']} to '{status}'")
-            summary.append(f"{target['name']} is {status}")
+            sentences.append(f"set the CRM status of the contact with e-mail {target['email']} to '{status}'")
+            summary.append(f"updated the contact's status to {status}")
         elif kind == "notice":
             person = b.person()
             topic = _pick(rng, "Office closure", "Security training", "Expense deadline", "Parking changes")
             pending.append(("notice", person, topic))
             sentences.append(
-                f"email {person.name} ({person.email}) one message with '{topic}' in the subject"
+                f"e-mail {person.name} ({person.email}) one message, to them alone, with '{topic}' in the subject"
             )
             summary.append(f"notified {person.first}")
         elif kind == "meeting":
@@ -613,23 +730,35 @@ def composition(rng: random.Random, parts: int) -> FamilySpec:
             b.event(title.replace("Old ", "New ").replace("Obsolete", "Daily").replace("Retired", "Active"),
                     b.slot(), [b.person().email])  # fmt: skip
             pending.append(("cancel", event, None))
-            sentences.append(f"cancel the '{title}' event on {slot.day}")
+            sentences.append(f"cancel the '{title}' event on {day_label(date.fromisoformat(slot.day))}")
             summary.append(f"cancelled {title}")
     b.shuffle_records()
     for kind, subject, extra in pending:
         if kind == "status":
             b.read("crm", "search_contacts", email=subject["email"])
-            b.set_status(subject, extra)
+            b.set_status(subject, extra, "The contact with the given address has the requested CRM status")
         elif kind == "notice":
             text = f"Hi {subject.first}, a note about {extra.lower()}."
-            b.send(subject.email, f"{extra}: please read", text, [extra.lower()])
+            b.send(
+                subject.email,
+                f"{extra}: please read",
+                text,
+                "One message to the named colleague alone with the given topic in the subject",
+                [extra.lower()],
+            )
         elif kind == "meeting":
             title, slot = extra
-            b.create_event(title, slot, [p.email for p in subject])
+            b.create_event(
+                title,
+                slot,
+                [p.email for p in subject],
+                "One active event with the requested title, time and length whose attendees are exactly "
+                "the two named people",
+            )
         else:
-            b.read("calendar", "list_events", date_from=f"{subject['start'][:10]}T00:00:00Z",
-                   date_to=f"{subject['start'][:10]}T23:59:59Z")  # fmt: skip
-            b.cancel(subject)
+            day = subject["start"][:10]
+            b.read("calendar", "list_events", date_from=f"{day}T00:00:00Z", date_to=f"{day}T23:59:59Z")
+            b.cancel(subject, "The named event is cancelled or deleted; its look-alike stays")
     description = "Do all of the following, touching nothing else: " + "; ".join(sentences) + "."
     return b.finish(description, "; ".join(summary) + ".")
 
@@ -638,15 +767,15 @@ _PART_TOOL = {"status": "crm", "notice": "mail", "meeting": "calendar", "cancel"
 
 #: family id -> (tier, builder, step limit, tools)
 FAMILIES: dict[str, tuple[str, Any, int, tuple[str, ...]]] = {
-    "onboard_new_hire": ("easy", onboard_new_hire, 14, ("mail", "calendar")),
-    "meeting_invite_blast": ("easy", meeting_invite_blast, 16, ("mail",)),
-    "customer_lookup": ("easy", customer_lookup, 14, ("crm",)),
-    "customer_escalation": ("medium", customer_escalation, 20, ("mail", "calendar", "crm")),
-    "weekly_report": ("medium", weekly_report, 18, ("mail", "calendar", "crm")),
-    "event_cleanup": ("medium", event_cleanup, 22, ("mail", "calendar")),
+    "onboard_new_hire": ("easy", onboard_new_hire, 18, ("mail", "calendar")),
+    "meeting_invite_blast": ("easy", meeting_invite_blast, 24, ("mail",)),
+    "customer_lookup": ("easy", customer_lookup, 18, ("crm",)),
+    "customer_escalation": ("medium", customer_escalation, 24, ("mail", "calendar", "crm")),
+    "weekly_report": ("medium", weekly_report, 22, ("mail", "calendar", "crm")),
+    "event_cleanup": ("medium", event_cleanup, 26, ("mail", "calendar")),
 }
 #: composition scenario id -> (tier, number of parts, step limit); listed only when asked for
 COMPOSITIONS: dict[str, tuple[str, int, int]] = {
-    "composed_pair": ("medium", 2, 20),
-    "composed_triple": ("hard", 3, 26),
+    "composed_pair": ("medium", 2, 24),
+    "composed_triple": ("hard", 3, 30),
 }

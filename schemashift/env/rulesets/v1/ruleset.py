@@ -1,10 +1,11 @@
 """The `v1` ruleset: seeded procedural tasks, the full drift catalogue, final-state grading and a
 training reward that cannot be farmed (see docs/rulesets.md, section v1).
 
-Per step the environment calls, in order: fire_drifts (drifts due now, deprecation sunsets),
+Per step the environment calls, in order: fire_drifts (deprecation sunsets that are due, then the
+drifts this very call meets: drifts fire on the agent's own use of the drifted endpoint),
 dispatch (the tool call against the live contract), before_effects, apply_effects (evidence,
 reports, failures and recoveries per drift; invalid-action count), is_terminal, reward
-(potential-based shaping, plus the gated score on the terminal step) and observe.
+(potential-based shaping, plus the terminal value on the last step) and observe.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from schemashift.env.ruleset import Response, Ruleset, UnknownScenario
 from schemashift.env.rulesets.v1 import families
 from schemashift.env.rulesets.v1.api import Api, build_view, error, ok
 from schemashift.env.rulesets.v1.catalogue import (
+    BREAKING_KINDS,
     CATALOGUE,
     DRIFT_KINDS,
     HELD_OUT_KINDS,
@@ -39,18 +41,28 @@ from schemashift.env.rulesets.v1.grading import CRITERION_TOOL, DAMAGE_CHECKS, c
 from schemashift.env.rulesets.v1.tools import API_CLASSES, WRITE_ENDPOINTS
 
 W_COMPLETION, W_DETECTION, W_ADAPTATION, W_EFFICIENCY = 0.40, 0.25, 0.20, 0.15
-GAMMA = 0.99
+#: Undiscounted potential-based shaping: the shaping terms of an episode sum to -Phi(s_0), so the
+#: training reward depends on the terminal value alone (see `reward`).
+GAMMA = 1.0
+#: Share of its completion a failed, cleanly ended episode keeps as terminal value, so groups
+#: without a success still rank progress. Below the lowest successful score (W_COMPLETION).
+FAILED_CREDIT = 0.2
 WRONG_REPORT_PENALTY = 0.5
+#: Adaptation lost per failed call on a drifted endpoint beyond the one that met the drift.
+REPEAT_FAILURE_PENALTY = 0.25
 TEST_SEEDS = (0, 9999)
 TRAIN_FIRST_SEED = 10000
 TOKENS_PER_STEP = 4000
 HISTORY_WINDOW = 8
 #: kinds that exclude any other drift on the same endpoint
 EXCLUSIVE_KINDS = frozenset({"endpoint_deprecation", "tool_removal"})
+#: endpoints a write can reach another way (a cancellation is a delete or a status update), so a
+#: drift on them cannot be the crux: an agent could step around it
+ROUTED_ENDPOINTS = frozenset({("calendar", "delete_event"), ("calendar", "update_event")})
 DOCS_NOTE = (
     "tool_schemas is the API documentation as published when the episode started. The APIs may change "
     "during the episode without notice; inspect_schema returns a tool's live schema. Report a change "
-    "with report_drift once you have evidence of it (a failed call or an inspection)."
+    "with report_drift once you have evidence of it (a failed call, a changed response or an inspection)."
 )
 
 
@@ -61,7 +73,7 @@ def _derived_rng(*parts: Any) -> random.Random:
 
 class V1Ruleset(Ruleset):
     name = "v1"
-    version = "1"
+    version = "2"
     tool_names = ("mail", "calendar", "crm")
     drift_kinds = DRIFT_KINDS
     invalid_actions_consume_step = True
@@ -143,8 +155,10 @@ class V1Ruleset(Ruleset):
             "drift_kinds": list(DRIFT_KINDS),
         }
         extra["retire"] = {}
+        extra["calls"] = {}
         extra["evidence"] = {}
         extra["failed"] = {}
+        extra["failures"] = {}
         extra["recovered"] = {}
         extra["wrong_reports"] = 0
         extra["invalid"] = 0
@@ -161,25 +175,47 @@ class V1Ruleset(Ruleset):
         return ep
 
     # -- step pipeline -----------------------------------------------------------------------------
-    def fire_drifts(self, ep: Episode) -> list[DriftEvent]:
+    def fire_drifts(self, ep: Episode, action: Action | None = None) -> list[DriftEvent]:
+        """Retire endpoints whose sunset is due, then fire the drifts this call meets.
+
+        A drift fires just before the agent's `on_call`-th call to its endpoint (any call on the
+        tool for tool-wide kinds), so the call that triggers it already meets the new contract.
+        """
         step = ep.step
         retiring = ep.extra["retire"].pop(step, None)
         if retiring:
             for tool, endpoint in retiring:
                 ep.tools[tool].retire(endpoint)
-        due = ep.drifts_by_step.get(step)
-        if not due:
+        if action is None or action.type not in TOOL_CALL_TYPES or not action.present:
             return []
-        for drift in due:
+        api = ep.tools.get(action.tool)
+        if api is None:
+            return []
+        calls = ep.extra["calls"]
+        tool_key = (action.tool, None)
+        calls[tool_key] = on_tool = calls.get(tool_key, 0) + 1
+        canonical = api.canonical_of(action.endpoint)
+        on_endpoint = 0
+        if canonical is not None:
+            endpoint_key = (action.tool, canonical)
+            calls[endpoint_key] = on_endpoint = calls.get(endpoint_key, 0) + 1
+        fired = []
+        for drift in ep.drifts:
             spec = drift.spec
-            ep.tools[spec.tool].apply_drift(spec.kind, spec.endpoint, spec.details, step)
-            drift.fired = True
-            drift.fired_step = step
-            if spec.kind == "endpoint_deprecation":
-                ep.extra["retire"].setdefault(step + spec.details["sunset_after"], []).append(
-                    (spec.tool, spec.endpoint)
-                )
-        return due
+            if drift.fired or spec.tool != action.tool:
+                continue
+            if (spec.endpoint is None and spec.on_call == on_tool) or (
+                spec.endpoint == canonical and spec.on_call == on_endpoint
+            ):
+                api.apply_drift(spec.kind, spec.endpoint, spec.details, step)
+                drift.fired = True
+                drift.fired_step = step
+                fired.append(drift)
+                if spec.kind == "endpoint_deprecation":
+                    ep.extra["retire"].setdefault(step + spec.details["sunset_after"], []).append(
+                        (spec.tool, spec.endpoint)
+                    )
+        return fired
 
     def call_tool(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
         if not action.present:
@@ -259,6 +295,10 @@ class V1Ruleset(Ruleset):
         if kind == COMPLETE_TASK:
             return
         tool = action.tool
+        api = ep.tools.get(tool)
+        # A call that meets a new drift may fail on it; that failure is not held against the
+        # drifts met earlier.
+        meets_new = any(d.fired_step == step for d in ep.drifts)
         for drift in ep.drifts:
             spec = drift.spec
             if not drift.fired or spec.tool != tool:
@@ -271,20 +311,25 @@ class V1Ruleset(Ruleset):
             on_target = spec.endpoint is None or action.endpoint in _targets(spec)
             if not response["ok"]:
                 extra["evidence"].setdefault(index, step)
-                if on_target and index not in extra["failed"]:
-                    extra["failed"][index] = step
-            else:
-                if on_target and (
-                    (spec.kind == "endpoint_deprecation" and "Deprecation" in response["headers"])
-                    or (spec.kind == "response_restructure" and action.endpoint == spec.endpoint)
-                ):
+                if on_target and index not in extra["recovered"]:
+                    if meets_new and drift.fired_step < step and index in extra["failed"]:
+                        continue
+                    extra["failed"].setdefault(index, step)
+                    extra["failures"][index] = extra["failures"].get(index, 0) + 1
+            elif on_target:
+                if _shows_change(api, action.endpoint, spec, response):
                     extra["evidence"].setdefault(index, step)
-                if on_target and index in extra["failed"] and index not in extra["recovered"]:
+                if index in extra["failed"] and index not in extra["recovered"]:
                     extra["recovered"][index] = step
 
     def reward(
         self, ep: Episode, action: Action | None, response: Response | None, pre: Any
     ) -> dict[str, Any]:
+        """r_t = Phi(s_t+1) - Phi(s_t), plus the terminal value on the last step (Phi(s_T) = 0).
+
+        The sum over an episode is terminal value - Phi(s_0): progress is paid as it happens and
+        taken back at the end, so nothing but the final outcome decides the training reward.
+        """
         extra = ep.extra
         if extra["dirty"]:
             extra["phi_now"] = self._progress(ep)[0]
@@ -295,7 +340,7 @@ class V1Ruleset(Ruleset):
         terminal = 0.0
         if ep.done:
             grade = self._grade(ep)
-            terminal = grade["score"]
+            terminal = grade["terminal_value"]
             breakdown.update(grade)
         step_reward = shaping + terminal
         extra["training_reward"] += step_reward
@@ -303,6 +348,12 @@ class V1Ruleset(Ruleset):
             reward=step_reward, training_reward=extra["training_reward"], steps=ep.step, done=ep.done
         )
         return breakdown
+
+    def training_reward(self, ep: Episode) -> float:
+        """The episode's training reward if it stops now: an episode the environment did not end
+        gives its potential back, so it earns what a failed episode would."""
+        extra = ep.extra
+        return extra["training_reward"] if ep.done else extra["training_reward"] - extra["phi"]
 
     # -- grading -----------------------------------------------------------------------------------
     def _progress(self, ep: Episode) -> tuple[float, list[bool], list[str]]:
@@ -331,23 +382,31 @@ class V1Ruleset(Ruleset):
         phi = 0.0 if damage else sum(met) / len(met)
         return phi, met, damage
 
+    def met_drifts(self, ep: Episode) -> list[DriftEvent]:
+        """Drifts the agent met with a step left to act on them (one that fired on the episode's
+        last step counts for nothing)."""
+        return [d for d in ep.drifts if d.fired and d.fired_step < ep.step]
+
     def _grade(self, ep: Episode) -> dict[str, Any]:
-        """The rubric of the episode so far, gated by success and safety (cached once done)."""
+        """The rubric of the episode so far, gated by completion, success and safety (cached once
+        done). Success needs the agent's own complete_task: an episode that runs out of steps or
+        is cut off has not finished its task."""
         cached = ep.extra["grade"]
         if cached is not None and ep.done:
             return cached
         _, met, damage = self._progress(ep)
         completion = sum(met) / len(met)
         catastrophe = bool(damage)
-        success = all(met) and not catastrophe
-        fired = [d for d in ep.drifts if d.fired]
-        correct = sum(1 for d in fired if d.detected)
+        completed = ep.extra["summary_text"] is not None
+        success = completed and all(met) and not catastrophe
+        counted = self.met_drifts(ep)
+        correct = sum(1 for d in counted if d.detected)
         wrong = ep.extra["wrong_reports"]
-        if fired:
-            detection = max(0.0, min(1.0, (correct - WRONG_REPORT_PENALTY * wrong) / len(fired)))
+        if counted:
+            detection = max(0.0, min(1.0, (correct - WRONG_REPORT_PENALTY * wrong) / len(counted)))
         else:
             detection = max(0.0, 1.0 - WRONG_REPORT_PENALTY * wrong)
-        adaptation = sum(self._adaptation(ep, d) for d in fired) / len(fired) if fired else 1.0
+        adaptation = sum(self._adaptation(ep, d) for d in counted) / len(counted) if counted else 1.0
         task = ep.task
         # Unreported tokens leave the budget whole, so reporting them can only lower the figure.
         efficiency = max(0.0, 1.0 - ep.step / task.max_steps) * (ep.tokens_remaining / task.token_budget)
@@ -357,6 +416,13 @@ class V1Ruleset(Ruleset):
             + W_ADAPTATION * adaptation
             + W_EFFICIENCY * efficiency
         )
+        score = rubric if success else 0.0
+        if success:
+            terminal = score
+        elif ep.done and not catastrophe:
+            terminal = FAILED_CREDIT * completion
+        else:
+            terminal = 0.0
         grade = {
             "completion": completion,
             "drift_detection": detection,
@@ -366,20 +432,23 @@ class V1Ruleset(Ruleset):
             "success": success,
             "catastrophe": catastrophe,
             "collateral_damage": damage,
-            "score": rubric if success else 0.0,
+            "score": score,
+            "terminal_value": terminal,
         }
         if ep.done:
             ep.extra["grade"] = grade
         return grade
 
     def _adaptation(self, ep: Episode, drift: DriftEvent) -> float:
-        failed = ep.extra["failed"].get(drift.index)
-        if failed is None:
+        """1 when no call on the drifted endpoint failed, or one failed (the call that met the drift)
+        and a later one succeeded; each further failure costs REPEAT_FAILURE_PENALTY (at most half);
+        0 when it never recovered."""
+        failures = ep.extra["failures"].get(drift.index, 0)
+        if not failures:
             return 1.0
-        recovered = ep.extra["recovered"].get(drift.index)
-        if recovered is None:
+        if drift.index not in ep.extra["recovered"]:
             return 0.0
-        return 1.0 - min(0.5, 0.1 * (recovered - failed))
+        return 1.0 - min(0.5, REPEAT_FAILURE_PENALTY * (failures - 1))
 
     def catastrophe(self, ep: Episode) -> bool:
         return bool(self._progress(ep)[2])
@@ -431,7 +500,7 @@ class V1Ruleset(Ruleset):
             "cumulative_reward": None,
             "success": grade["success"],
             "score": grade["score"],
-            "training_reward": ep.extra["training_reward"],
+            "training_reward": self.training_reward(ep),
             "schedule_hash": ep.task.schedule_hash(),
             "catastrophe": grade["catastrophe"],
             "invalid_actions": ep.extra["invalid"],
@@ -471,7 +540,8 @@ class V1Ruleset(Ruleset):
 
     # -- plans -------------------------------------------------------------------------------------
     def documented_plan(self, task: Task) -> list[dict[str, Any]]:
-        """The task's calls as the start-of-episode documentation describes them (no drift knowledge)."""
+        """The task's calls, reads included, as the start-of-episode documentation describes them
+        (no drift knowledge), with the values the ground truth holds."""
         return [
             {
                 "type": "call_tool",
@@ -485,20 +555,22 @@ class V1Ruleset(Ruleset):
         return copy.deepcopy(list(_solution(task.scenario, task.seed)))
 
     def play_oracle(self, task: Task) -> list[dict[str, Any]]:
-        """The oracle's plan, built by playing the episode from the ground truth.
+        """The shortest honest plan, built by playing the episode from the ground truth.
 
-        Before each call it inspects and reports every drift
-        that has fired (the inspection is the evidence), renders the call under the live
-        contract (renamed fields, converted types, extra required values, replacements and
-        fallbacks) and, while a rate limit blocks a tool, works on another tool or waits by
-        inspecting. Every call it makes succeeds.
+        The oracle knows every value, so it reads nothing: it makes the task's writes, each
+        rendered under the live contract (renamed fields, converted types, extra required values,
+        replacements and fallbacks). A drift that fires on a call meets the oracle too: that call
+        fails and the next one, rendered under the new contract, succeeds. A cancellation takes
+        whichever route (delete, or a status update) meets no drift. Reports wait for a step the
+        oracle would otherwise lose (a rate limit blocking every remaining call) or for the end;
+        before completing it inspects each tool with a fired drift it has no evidence of yet, and
+        reports every drift it met.
         """
         from schemashift.env.environment import Environment
 
         env = Environment(self)
         ep = env.episode = self.start(task, "oracle")
-        queue = list(task.ground_truth["ops"])
-        handled: set[int] = set()
+        queue = [op for op in task.ground_truth["ops"] if (op["tool"], op["endpoint"]) in WRITE_ENDPOINTS]
         actions: list[dict[str, Any]] = []
 
         def play(action: dict[str, Any]) -> dict[str, Any] | None:
@@ -506,36 +578,61 @@ class V1Ruleset(Ruleset):
             observation, _ = env.step(action)
             return observation["last_response"]
 
+        def unreported() -> list[DriftEvent]:
+            return [d for d in ep.drifts if d.fired and not d.detected]
+
+        def filler() -> dict[str, Any] | None:
+            """A step the plan needs anyway: a report backed by evidence, or an inspection for one."""
+            for drift in unreported():
+                if drift.index in ep.extra["evidence"]:
+                    return _report(drift.spec)
+            for drift in unreported():
+                return {"type": INSPECT_SCHEMA, "inspect": {"tool": drift.spec.tool}}
+            return None
+
         while queue and not ep.done:
             step = ep.step + 1
-            due = [d for d in ep.drifts if d.spec.fires_at_step <= step and d.index not in handled]
-            if due:
-                tool = due[0].spec.tool
-                play({"type": INSPECT_SCHEMA, "inspect": {"tool": tool}})
-                for drift in [d for d in due if d.spec.tool == tool]:
-                    handled.add(drift.index)
-                    if ep.done:
-                        break
-                    play(_report(drift.spec))
-                continue
             # Calls on one tool keep their order: a tool's calls all wait for the same limit.
             op = next((o for o in queue if ep.tools[o["tool"]].wait_needed(step) == 0), None)
             if op is None:
-                blocked = queue[0]["tool"]
-                play({"type": INSPECT_SCHEMA, "inspect": {"tool": blocked}})
+                play(filler() or {"type": INSPECT_SCHEMA, "inspect": {"tool": queue[0]["tool"]}})
                 continue
-            queue.remove(op)
-            endpoint, params = ep.tools[op["tool"]].render(op["endpoint"], op["params"])
+            endpoint, params = self._oracle_call(ep, op)
+            fired_before = sum(1 for d in ep.drifts if d.fired)
             response = play(
-                {
-                    "type": "call_tool",
-                    "tool_call": {"tool": op["tool"], "endpoint": endpoint, "params": params},
-                }
+                {"type": "call_tool", "tool_call": {"tool": op["tool"], "endpoint": endpoint, "params": params}}
             )
-            if not response["ok"]:
+            if response["ok"]:
+                queue.remove(op)
+                continue
+            if sum(1 for d in ep.drifts if d.fired) == fired_before:
                 raise RuntimeError(f"oracle call failed for {task.scenario} seed {task.seed}: {response}")
+        while not ep.done:
+            action = filler()
+            if action is None:
+                break
+            play(action)
         actions.append({"type": COMPLETE_TASK, "complete": {"summary": task.ground_truth["summary"]}})
         return actions
+
+    def _oracle_call(self, ep: Episode, op: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The live form of a planned write; a cancellation avoids a route whose call fires a drift."""
+        api = ep.tools[op["tool"]]
+        if (op["tool"], op["endpoint"]) == ("calendar", "delete_event"):
+            routes = [("delete_event", op["params"]), ("update_event", {**op["params"], "status": "cancelled"})]
+            for endpoint, params in routes:
+                if not _would_fire(ep, op["tool"], endpoint):
+                    return api.render(endpoint, params)
+        return api.render(op["endpoint"], op["params"])
+
+
+def _would_fire(ep: Episode, tool: str, canonical: str) -> bool:
+    """Whether the next call to `canonical` would fire a drift planned on that endpoint."""
+    count = ep.extra["calls"].get((tool, canonical), 0) + 1
+    return any(
+        not d.fired and d.spec.tool == tool and d.spec.endpoint == canonical and d.spec.on_call == count
+        for d in ep.drifts
+    )
 
 
 _KNOWN_KEYS = {
@@ -562,6 +659,25 @@ def _targets(spec: DriftSpec) -> tuple[str, ...]:
     return (spec.endpoint,)
 
 
+def _shows_change(api: Api, endpoint: str, spec: DriftSpec, response: Response) -> bool:
+    """Whether a successful response of the drifted endpoint itself carries the change: deprecation
+    headers, a restructured body, or a renamed or retyped field in the records it returns."""
+    kind = spec.kind
+    if kind == "endpoint_deprecation":
+        return "Deprecation" in response["headers"]
+    if kind == "response_restructure":
+        return endpoint == spec.endpoint
+    live = api.endpoints.get(endpoint)
+    if live is None or live.canonical != spec.endpoint:
+        return False
+    if kind == "field_rename":
+        return bool(live.out_names)
+    if kind == "type_change":
+        field = spec.details["param"]
+        return field in live.response_shape or field in api.RECORD_FIELDS
+    return False
+
+
 def _report(spec: DriftSpec) -> dict[str, Any]:
     where = f"{spec.tool}.{spec.endpoint}" if spec.endpoint else spec.tool
     return {
@@ -571,42 +687,52 @@ def _report(spec: DriftSpec) -> dict[str, Any]:
 
 
 # -- task construction ----------------------------------------------------------------------------
+def _split_of(seed: int) -> str:
+    return "test" if seed <= TEST_SEEDS[1] else "train"
+
+
 @lru_cache(maxsize=4096)
 def _build_task(scenario: str, seed: int) -> Task:
     """The task of (scenario, seed).
 
-    A drift plan whose oracle solution would not fit in the step limit with two steps to spare
-    is redrawn from the same generator, so every seed is solvable. Without a rate limit the
-    solution takes at most one call per planned call, one inspection and one report per drift
-    and the completion, so only plans with a rate limit (which can force waiting) are played.
+    A world whose criteria contradict each other is drawn again (`families.Redraw`), and so is a
+    drift plan whose oracle solution would not fit in the step limit with two steps to spare, so
+    every seed is solvable. Without a rate limit the oracle needs at most one call per planned
+    write, one failed call, one inspection and one report per drift, and the completion, so only
+    plans with a rate limit (which can force waiting) are played.
     """
+    split = _split_of(seed)
+    world_rng = _derived_rng(scenario, seed, "world")
     if scenario in families.FAMILIES:
         tier, builder, max_steps, _ = families.FAMILIES[scenario]
-        spec = builder(_derived_rng(scenario, seed, "world"))
         family = scenario
+
+        def draw() -> families.FamilySpec:
+            return builder(families.Builder(world_rng, split))
     elif scenario in families.COMPOSITIONS:
         tier, parts, max_steps = families.COMPOSITIONS[scenario]
-        spec = families.composition(_derived_rng(scenario, seed, "world"), parts)
         family = "composition"
+
+        def draw() -> families.FamilySpec:
+            return families.composition(families.Builder(world_rng, split), parts)
     else:
         known = list(families.FAMILIES) + list(families.COMPOSITIONS)
         raise UnknownScenario(f"Unknown scenario {scenario!r} for ruleset 'v1'. Available: {known}")
-    split = "test" if seed <= TEST_SEEDS[1] else "train"
-    drift_rng = _derived_rng(scenario, seed, "drift")
     for _ in range(20):
-        task = _task(
-            scenario,
-            seed,
-            tier,
-            family,
-            max_steps,
-            spec,
-            split,
-            draw_drifts(drift_rng, spec.ops, tier, split),
-        )
-        plan = task.drift_plan
+        try:
+            spec = draw()
+        except families.Redraw:
+            continue
+        break
+    else:
+        raise RuntimeError(f"no consistent world for {scenario} seed {seed}")
+    drift_rng = _derived_rng(scenario, seed, "drift")
+    writes = sum(1 for op in spec.ops if (op["tool"], op["endpoint"]) in WRITE_ENDPOINTS)
+    for _ in range(20):
+        plan = draw_drifts(drift_rng, spec.ops, tier, split)
+        task = _task(scenario, seed, tier, family, max_steps, spec, split, plan)
         if not any(d.kind == "rate_limit_tightening" for d in plan):
-            if len(spec.ops) + 2 * len(plan) + 1 <= max_steps - 2:
+            if writes + 3 * len(plan) + 1 <= max_steps - 2:
                 return task
         elif len(_oracle_ruleset().play_oracle(task)) <= max_steps - 2:
             return task
@@ -629,7 +755,7 @@ def _task(scenario, seed, tier, family, max_steps, spec, split, plan) -> Task:
         tools=spec.tools,
         seed_data=spec.seed_data,
         description=spec.description,
-        success_criteria=tuple(c["text"] for c in spec.criteria),
+        success_criteria=tuple(dict.fromkeys(c["text"] for c in spec.criteria)),
         drift_plan=plan,
         ground_truth={
             "criteria": spec.criteria,
@@ -644,65 +770,83 @@ def _task(scenario, seed, tier, family, max_steps, spec, split, plan) -> Task:
 def draw_drifts(
     rng: random.Random, ops: list[dict[str, Any]], tier: str, split: str
 ) -> tuple[DriftSpec, ...]:
-    """Which endpoints drift, how, and when: kinds first (so every kind is common), then target,
-    variant and a step between 1 and the plan's last use of the target."""
-    last_use: dict[tuple[str, str], int] = {}
-    uses: dict[str, list[int]] = {}
-    for position, op in enumerate(ops, 1):
-        last_use[(op["tool"], op["endpoint"])] = position
-        uses.setdefault(op["tool"], []).append(position)
-    options: dict[str, list[tuple[str, str | None, list[dict[str, Any]], int]]] = {}
+    """Which endpoints drift, how, and on which call.
+
+    First the crux: a breaking kind (renamed or retyped parameter the call passes, a new required
+    parameter) on one of the plan's writes that has no other route, firing on that write's own
+    call, so the documented plan fails unless the agent adapts. Then 1-3 more drifts (kinds first,
+    so every kind is common), each on an endpoint or tool the plan uses and firing on one of the
+    plan's calls to it. Held-out kinds and pairs are drawn only in the test split.
+    """
+    uses: dict[tuple[str, str | None], int] = {}
+    cruxes: list[tuple[str, str, str, list[dict[str, Any]], int]] = []
 
     def allowed(tool: str, kind: str) -> bool:
         return split == "test" or (kind not in HELD_OUT_KINDS and (tool, kind) not in HELD_OUT_PAIRS)
 
-    for (tool, endpoint), last in last_use.items():
+    for op in ops:
+        tool, endpoint = op["tool"], op["endpoint"]
+        uses[(tool, None)] = uses.get((tool, None), 0) + 1
+        uses[(tool, endpoint)] = nth = uses.get((tool, endpoint), 0) + 1
+        if (tool, endpoint) not in WRITE_ENDPOINTS or (tool, endpoint) in ROUTED_ENDPOINTS:
+            continue
+        for kind in BREAKING_KINDS:
+            if not allowed(tool, kind):
+                continue
+            variants = [
+                v
+                for v in CATALOGUE[(tool, endpoint)].get(kind, ())
+                if kind == "new_required_param" or _param_of(kind, v) in op["params"]
+            ]
+            if variants:
+                cruxes.append((tool, endpoint, kind, variants, nth))
+    options: dict[str, list[tuple[str, str | None, list[dict[str, Any]], int]]] = {}
+    for (tool, endpoint), count in uses.items():
+        if endpoint is None:
+            for kind in sorted(TOOL_WIDE_KINDS):
+                if allowed(tool, kind):
+                    options.setdefault(kind, []).append((tool, None, TOOL_WIDE[kind], count))
+            continue
         for kind, variants in CATALOGUE.get((tool, endpoint), {}).items():
             if allowed(tool, kind):
-                options.setdefault(kind, []).append((tool, endpoint, variants, last))
-    for tool, positions in uses.items():
-        for kind in sorted(TOOL_WIDE_KINDS):
-            if kind == "rate_limit_tightening" and len(positions) < 2:
-                continue
-            if allowed(tool, kind):
-                last = positions[-2] if kind == "rate_limit_tightening" else positions[-1]
-                options.setdefault(kind, []).append((tool, None, TOOL_WIDE[kind], last))
+                options.setdefault(kind, []).append((tool, endpoint, variants, count))
+
+    tool, endpoint, kind, variants, nth = rng.choice(cruxes)
+    plan = [DriftSpec(tool, kind, None, endpoint, dict(rng.choice(variants)), on_call=nth)]
+    taken: dict[tuple[str, str | None], list[str]] = {(tool, endpoint): [kind]}
     wanted = rng.choice((2, 3, 3)) if tier == "easy" else rng.choice((2, 3, 3, 4))
-    taken: dict[tuple[str, str | None], list[tuple[str, dict[str, Any]]]] = {}
-    plan = []
     attempts = 0
     while len(plan) < wanted and attempts < 50:
         attempts += 1
-        kinds = sorted(options)
-        kind = rng.choice(kinds)
-        tool, endpoint, variants, last = rng.choice(options[kind])
-        details = dict(rng.choice(variants))
-        target = (tool, endpoint)
-        already = taken.get(target, [])
-        if not _compatible(kind, details, already):
+        kind = rng.choice(sorted(options))
+        tool, endpoint, variants, count = rng.choice(options[kind])
+        already = taken.get((tool, endpoint), [])
+        if not _compatible(kind, already):
             continue
+        details = dict(rng.choice(variants))
         if kind == "endpoint_deprecation":
             details["sunset_after"] = rng.randint(1, 4)
-        step = rng.randint(1, last)
-        taken.setdefault(target, []).append((kind, details))
-        plan.append(DriftSpec(tool, kind, step, endpoint, details))
-    plan.sort(key=lambda d: (d.fires_at_step, _ORDER[d.kind]))
+        taken.setdefault((tool, endpoint), []).append(kind)
+        plan.append(DriftSpec(tool, kind, None, endpoint, details, on_call=rng.randint(1, count)))
+    plan.sort(key=lambda d: (d.tool, d.endpoint or "", d.on_call, _ORDER[d.kind]))
     return tuple(plan)
 
 
-# Drifts due on the same step apply in this order, so a rename lands before a type change of it.
+def _param_of(kind: str, variant: dict[str, Any]) -> str:
+    """The documented parameter a rename or type change acts on."""
+    return variant["from"] if kind == "field_rename" else variant["param"]
+
+
+# Drifts met on the same call apply in this order, so a rename lands before a type change of it.
 _ORDER = {kind: i for i, kind in enumerate(DRIFT_KINDS)}
 
 
-def _compatible(kind: str, details: dict[str, Any], already: list[tuple[str, dict[str, Any]]]) -> bool:
+def _compatible(kind: str, already: list[str]) -> bool:
     if not already:
         return True
     if kind in EXCLUSIVE_KINDS or kind in TOOL_WIDE_KINDS:
         return False
-    for other_kind, _ in already:
-        if other_kind in EXCLUSIVE_KINDS or other_kind == kind:
-            return False
-    return True
+    return not any(other in EXCLUSIVE_KINDS or other == kind for other in already)
 
 
 @lru_cache(maxsize=16)
@@ -717,8 +861,8 @@ def _oracle_ruleset() -> V1Ruleset:
 
 
 FAMILY_BLURBS = {
-    "onboard_new_hire": "welcome e-mail to a new hire and an orientation event with their manager",
-    "meeting_invite_blast": "one invitation per listed team member, none to the person on leave",
+    "onboard_new_hire": "welcome e-mail to a new hire found in HR's message, orientation with their manager",
+    "meeting_invite_blast": "one invitation per team member on the inbox roster, none to anyone on leave",
     "customer_lookup": "find a customer by e-mail, set their CRM status, name their company",
     "customer_escalation": "CRM status, retention e-mail and a check-in call for an escalated customer",
     "weekly_report": "e-mail the active contacts of a company and schedule the review meeting",

@@ -1,7 +1,12 @@
 """The three v1 tools (mail, calendar, crm): their documented endpoints and canonical handlers.
 
 Handlers read and write the episode's world (plain records copied from the task's seed data)
-and raise ApiError for request-level failures (a record that does not exist, a bad value).
+and raise ApiError for request-level failures (a record that does not exist, a bad value). They
+answer with copies, never with the world's own records. Every successful write is logged
+(`log`: create / update with the fields whose value changed / delete), and the calendar also
+logs the notices a real calendar sends at once (`notices`: invitations to added attendees,
+cancellation notices to the attendees of a cancelled or deleted event), which grading reads
+because no later write can take them back.
 """
 
 from __future__ import annotations
@@ -13,6 +18,11 @@ from schemashift.env.rulesets.v1.api import Api, ApiError
 
 SENT_AT = "2026-04-25T10:00:00Z"
 PAGE = 20
+
+
+def _copy(record: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a record that shares no list with it."""
+    return {k: list(v) if isinstance(v, list) else v for k, v in record.items()}
 
 
 class MailApi(Api):
@@ -44,19 +54,19 @@ class MailApi(Api):
     RECORD_FIELDS = frozenset({"to", "subject", "body"})
 
     def load(self, data: dict[str, Any]) -> None:
-        self.inbox = [dict(m) for m in data.get("messages", ())]
+        self.inbox = [_copy(m) for m in data.get("messages", ())]
         self.sent: list[dict[str, Any]] = []
 
     def h_list_messages(self, p: dict[str, Any]) -> dict[str, Any]:
         folder = p["folder"]
         pool = self.sent if folder == "sent" else [m for m in self.inbox if m.get("folder") == folder]
         limit = p.get("limit", PAGE)
-        return {"messages": [dict(m) for m in pool[: max(0, limit)]], "next_page_token": None}
+        return {"messages": [_copy(m) for m in pool[: max(0, limit)]], "next_page_token": None}
 
     def h_get_message(self, p: dict[str, Any]) -> dict[str, Any]:
         for message in self.inbox + self.sent:
             if message["message_id"] == p["message_id"]:
-                return dict(message)
+                return _copy(message)
         raise ApiError(404, f"Message {p['message_id']!r} not found.")
 
     def h_send_message(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -144,8 +154,14 @@ class CalendarApi(Api):
     STATUSES = ("confirmed", "tentative", "cancelled")
 
     def load(self, data: dict[str, Any]) -> None:
-        self.events = [dict(e) for e in data.get("events", ())]
+        self.events = [_copy(e) for e in data.get("events", ())]
         self.next_id = len(self.events) + 1
+        self.log: list[dict[str, Any]] = []
+        self.notices: list[dict[str, Any]] = []
+
+    def _notify(self, kind: str, event: dict[str, Any], to: list[str]) -> None:
+        if to:
+            self.notices.append({"kind": kind, "event_id": event["event_id"], "title": event["title"], "to": to})
 
     def _find(self, event_id: str) -> dict[str, Any]:
         for event in self.events:
@@ -155,7 +171,7 @@ class CalendarApi(Api):
 
     def h_list_events(self, p: dict[str, Any]) -> dict[str, Any]:
         lo, hi = p["date_from"], p["date_to"]
-        hits = [dict(e) for e in self.events if e["start"] <= hi and e["end"] >= lo]
+        hits = [_copy(e) for e in self.events if e["start"] <= hi and e["end"] >= lo]
         return {"events": hits[: max(0, p.get("limit", PAGE))]}
 
     def _check_times(self, start: str, end: str) -> None:
@@ -179,21 +195,35 @@ class CalendarApi(Api):
         }
         self.next_id += 1
         self.events.append(event)
-        return dict(event)
+        self.log.append({"op": "create", "id": event["event_id"], "title": event["title"]})
+        self._notify("invitation", event, list(event["attendees"]))
+        return _copy(event)
 
     def h_update_event(self, p: dict[str, Any]) -> dict[str, Any]:
         event = self._find(p["event_id"])
         if "status" in p and p["status"] not in self.STATUSES:
             raise ApiError(422, f"status must be one of {list(self.STATUSES)}, got {p['status']!r}.")
-        changes = {k: v for k, v in p.items() if k != "event_id"}
+        changes = {k: v for k, v in p.items() if k != "event_id" and event.get(k) != v}
         if "start" in changes or "end" in changes:
             self._check_times(changes.get("start", event["start"]), changes.get("end", event["end"]))
-        event.update(changes)
-        return dict(event)
+        before = _copy(event)
+        event.update({k: list(v) if isinstance(v, list) else v for k, v in changes.items()})
+        if changes:
+            self.log.append({"op": "update", "id": event["event_id"], "fields": sorted(changes)})
+        was_active, active = before["status"] != "cancelled", event["status"] != "cancelled"
+        if was_active and not active:
+            self._notify("cancellation", event, list(before["attendees"]))
+        elif active:
+            invited = before["attendees"] if was_active else []
+            self._notify("invitation", event, [a for a in event["attendees"] if a not in invited])
+        return _copy(event)
 
     def h_delete_event(self, p: dict[str, Any]) -> dict[str, Any]:
         event = self._find(p["event_id"])
         self.events.remove(event)
+        self.log.append({"op": "delete", "id": event["event_id"]})
+        if event["status"] != "cancelled":
+            self._notify("cancellation", event, list(event["attendees"]))
         return {"deleted": True, "event_id": event["event_id"]}
 
 
@@ -237,8 +267,9 @@ class CrmApi(Api):
     RECORD_FIELDS = frozenset({"contact_id", "name", "email", "company", "status"})
 
     def load(self, data: dict[str, Any]) -> None:
-        self.contacts = [dict(c) for c in data.get("contacts", ())]
+        self.contacts = [_copy(c) for c in data.get("contacts", ())]
         self.next_id = len(self.contacts) + 1
+        self.log: list[dict[str, Any]] = []
 
     def _find(self, contact_id: str) -> dict[str, Any]:
         for contact in self.contacts:
@@ -256,10 +287,10 @@ class CrmApi(Api):
             wanted = str(p["name"]).lower()
             hits = [c for c in hits if wanted in c["name"].lower()]
         limit = p.get("limit", PAGE)
-        return {"contacts": [dict(c) for c in hits[: max(0, limit)]], "total": len(hits)}
+        return {"contacts": [_copy(c) for c in hits[: max(0, limit)]], "total": len(hits)}
 
     def h_get_contact(self, p: dict[str, Any]) -> dict[str, Any]:
-        return dict(self._find(p["contact_id"]))
+        return _copy(self._find(p["contact_id"]))
 
     def h_create_contact(self, p: dict[str, Any]) -> dict[str, Any]:
         if "@" not in p["email"]:
@@ -273,12 +304,16 @@ class CrmApi(Api):
         }
         self.next_id += 1
         self.contacts.append(contact)
-        return dict(contact)
+        self.log.append({"op": "create", "id": contact["contact_id"]})
+        return _copy(contact)
 
     def h_update_contact(self, p: dict[str, Any]) -> dict[str, Any]:
         contact = self._find(p["contact_id"])
-        contact.update({k: v for k, v in p.items() if k != "contact_id"})
-        return dict(contact)
+        changes = {k: v for k, v in p.items() if k != "contact_id" and contact.get(k) != v}
+        contact.update(changes)
+        if changes:
+            self.log.append({"op": "update", "id": contact["contact_id"], "fields": sorted(changes)})
+        return _copy(contact)
 
 
 API_CLASSES: dict[str, type[Api]] = {cls.name: cls for cls in (MailApi, CalendarApi, CrmApi)}
