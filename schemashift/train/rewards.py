@@ -3,8 +3,12 @@
 The outcome is the `final` object of a trajectory (the episode row's outcome columns), so the
 same function scores a live rollout and a recorded trajectory.
 
-- `v1`: the v1 ruleset's training reward (terminal score plus potential-based shaping).
-- `binary`: 1 when the ruleset counts the episode as solved, else 0.
+- `v1`: the v1 ruleset's training reward (terminal score plus potential-based shaping). The
+  ruleset takes the potential back from an episode that is not done, so its `training_reward`
+  equals what a failed episode with that trajectory earns (and its `success` is False, its
+  `score` 0): stopping an episode early cannot be farmed.
+- `binary`: 1 when the episode ended (the environment said done) and the ruleset counts it as
+  solved, else 0: criteria that hold in an episode the rollout cut off earn nothing.
 - `legacy_cumulative`: the original trainer's reward: the sum of per-step shaped totals, minus
   0.5 when the episode did not end (the rollout stopped before the environment said done) or no
   step was taken. Legacy ruleset only.
@@ -43,12 +47,17 @@ def _number(final: Mapping[str, Any], key: str, variant: str) -> float:
     return float(value)
 
 
+def _solved(final: Mapping[str, Any], done: bool) -> float:
+    """1 for an episode that ended solved; success without an end is not paid."""
+    return 1.0 if done and final.get("success") else 0.0
+
+
 def episode_reward(variant: str, final: Mapping[str, Any], *, done: bool) -> float:
     """The scalar reward of one episode under `variant`; `done` says whether the episode ended."""
     if variant == "v1":
         return _number(final, "training_reward", variant)
     if variant == "binary":
-        return 1.0 if final.get("success") else 0.0
+        return _solved(final, done)
     if variant == "legacy_cumulative":
         total = _number(final, "cumulative_reward", variant)
         if not done or not final.get("steps"):
@@ -62,7 +71,7 @@ def reward_components(variant: str, final: Mapping[str, Any], *, done: bool) -> 
     components: dict[str, float | None] = {
         column: (None if final.get(key) is None else float(final[key])) for column, key in COMPONENTS.items()
     }
-    components["reward_success"] = 1.0 if final.get("success") else 0.0
+    components["reward_success"] = _solved(final, done)
     total = episode_reward(variant, final, done=done)
     score = final.get("score")
     components["reward_shaping"] = total - float(score) if variant == "v1" and score is not None else None

@@ -66,6 +66,14 @@ def test_v1_reward_and_its_components_come_from_the_outcome():
     assert components["reward_drift_detection"] == 0.5
 
 
+@pytest.mark.timeout(10)
+def test_binary_pays_nothing_for_success_in_an_episode_that_did_not_end():
+    final = {"success": True, "score": 0.9, "training_reward": 0.9, "steps": 5}
+    assert episode_reward("binary", final, done=True) == 1.0
+    assert episode_reward("binary", final, done=False) == 0.0
+    assert reward_components("binary", final, done=False)["reward_success"] == 0.0
+
+
 def test_unknown_variant_is_an_error():
     with pytest.raises(RewardError, match="unknown reward variant"):
         episode_reward("shaped", {"success": True}, done=True)
