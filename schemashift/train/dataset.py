@@ -33,16 +33,24 @@ def parse_episode_key(key: str) -> tuple[str, str, int]:
 
 
 def training_scenarios(run: TrainRun) -> list[str]:
-    """The scenarios (families) a run trains on: `scenarios` of its settings, 'all' or a list."""
+    """The scenarios (families) a run trains on: `scenarios` of its settings, 'all' or a list,
+    followed by the ruleset's generated compositions when `compositions` is on."""
     ruleset = get_ruleset(run.ruleset)
     available = ruleset.scenario_ids()
     wanted = run["scenarios"]
     if wanted == "all":
-        return available
-    unknown = sorted(set(wanted) - set(available))
-    if unknown:
-        raise DatasetError(f"run {run.name}: unknown scenarios {unknown} for ruleset {run.ruleset!r}")
-    return list(wanted)
+        chosen = available
+    else:
+        unknown = sorted(set(wanted) - set(available))
+        if unknown:
+            raise DatasetError(f"run {run.name}: unknown scenarios {unknown} for ruleset {run.ruleset!r}")
+        chosen = list(wanted)
+    if not run["compositions"]:
+        return chosen
+    composed = [info.id for info in ruleset.compositions()]
+    if not composed:
+        raise DatasetError(f"run {run.name}: compositions is on but ruleset {run.ruleset!r} has none")
+    return [*chosen, *composed]
 
 
 def training_seeds(run: TrainRun, count: int) -> list[int]:

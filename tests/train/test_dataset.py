@@ -10,6 +10,7 @@ from schemashift.train.dataset import (
     DatasetError,
     build_rows,
     parse_episode_key,
+    training_scenarios,
     training_seeds,
 )
 from schemashift.train.runs import resolve_run
@@ -52,3 +53,20 @@ def test_unknown_scenarios_and_splits_are_errors():
     spec = {"base_model": "m", "ruleset": "v1", "split": "holdout", "reward": "v1"}
     with pytest.raises(DatasetError, match="has splits"):
         training_seeds(resolve_run({"train": {"runs": {"r": spec}}}, "r"), 1)
+
+
+@pytest.mark.timeout(30)
+def test_compositions_join_the_training_scenarios_when_on():
+    composed = [info.id for info in V1.compositions()]
+    assert training_scenarios(_run()) == V1.scenario_ids()
+    assert training_scenarios(_run(compositions=True)) == V1.scenario_ids() + composed
+    rows = build_rows(_run(compositions=True, dataset_size=len(V1.scenario_ids()) + len(composed)))
+    assert [row["scenario"] for row in rows] == V1.scenario_ids() + composed
+    legacy = {
+        "base_model": "m",
+        "ruleset": "legacy",
+        "reward": "legacy_cumulative",
+        "overrides": {"compositions": True},
+    }
+    with pytest.raises(DatasetError, match="has none"):
+        training_scenarios(resolve_run({"train": {"runs": {"r": legacy}}}, "r"))
