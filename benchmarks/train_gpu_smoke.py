@@ -41,7 +41,7 @@ def _config(model: Path, steps: int, backend: str) -> dict:
                         "save_steps": steps,
                         "num_generations": 4,
                         "gradient_accumulation_steps": 4,
-                        "max_turns": 4,
+                        "max_turns": None,
                         "max_turn_tokens": 96,
                         "dataset_size": 16,
                         "warmup_steps": 0,

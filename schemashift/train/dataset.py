@@ -14,7 +14,7 @@ from typing import Any
 from schemashift.env.environment import Environment
 from schemashift.env.rulesets import get_ruleset
 from schemashift.policies.llm.format import Conversation
-from schemashift.train.runs import TrainRun
+from schemashift.train.runs import RunConfigError, TrainRun
 
 EPISODE_FIELD = "episode"
 
@@ -51,6 +51,25 @@ def training_scenarios(run: TrainRun) -> list[str]:
     if not composed:
         raise DatasetError(f"run {run.name}: compositions is on but ruleset {run.ruleset!r} has none")
     return [*chosen, *composed]
+
+
+def check_turn_limit(run: TrainRun) -> None:
+    """An explicit `max_turns` must let every trained scenario run to its own step limit: a
+    rollout cut off before the environment ends it would be trained on silently truncated play."""
+    limit = run["max_turns"]
+    if limit is None:
+        return
+    ruleset = get_ruleset(run.ruleset)
+    longer = {
+        scenario: steps
+        for scenario in training_scenarios(run)
+        if (steps := ruleset.scenario_info(scenario).max_steps) > limit
+    }
+    if longer:
+        raise RunConfigError(
+            f"train.runs.{run.name}: max_turns {limit} is below the step limit of scenarios {longer}; "
+            f"set it to null (each scenario's own limit) or to at least {max(longer.values())}"
+        )
 
 
 def training_seeds(run: TrainRun, count: int) -> list[int]:

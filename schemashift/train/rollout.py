@@ -4,8 +4,9 @@ TRL's `rollout_func` hook hands us the prompts of a generation batch (each alrea
 `num_generations` times). For each we replay the episode named in its first message: the model
 generates one turn, the shared parser reads its action, the environment answers, the answer is
 rendered by the shared interaction format and appended, and the model generates again, seeing
-every observation, until the episode ends or `max_turns` is reached. All running episodes
-generate in one batch per turn (left padding, per-episode stop).
+every observation, until the episode's turn loop (`schemashift.train.turns.TurnLoop`) stops it:
+the environment ended it, or it used its turn limit (the scenario's step limit by default). All
+running episodes generate in one batch per turn (left padding, per-episode stop).
 
 What TRL trains on is one token sequence per episode: the opening prompt, then the model's turns
 interleaved with the environment's messages. `env_mask` marks the model's own tokens (1) and the
@@ -23,13 +24,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemashift.env.rulesets import get_ruleset
-from schemashift.policies.llm.format import Conversation
-from schemashift.policies.llm.parser import parse_output
-from schemashift.rollout.backends import make_backend
-from schemashift.rollout.runner import Cell, EpisodeRecorder, RunContext
-from schemashift.train.dataset import EPISODE_FIELD, parse_episode_key
+from schemashift.rollout.runner import RunContext
+from schemashift.train.dataset import EPISODE_FIELD
 from schemashift.train.rewards import episode_reward, reward_components
+from schemashift.train.turns import TurnLoop
 
 
 class TemplateError(RuntimeError):
@@ -42,24 +40,22 @@ def _plain(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 @dataclass
 class _Play:
-    """One rollout episode: its bookkeeping, conversation and token sequence."""
+    """One rollout episode: its turn loop and token sequence."""
 
-    episode: Any
-    conversation: Conversation
-    tools: tuple[str, ...]
-    kinds: tuple[str, ...]
-    observation: dict[str, Any]
+    loop: TurnLoop
     rendered: str
     prompt_ids: list[int]
     completion_ids: list[int] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
-    turns: int = 0
     model_tokens: int = 0
-    done: bool = False
 
 
 class ClosedLoopRollout:
-    """TRL `rollout_func`: plays each prompt's episode with the model being trained."""
+    """TRL `rollout_func`: plays each prompt's episode with the model being trained.
+
+    `max_turns` None gives each episode its scenario's step limit (`TurnLoop`); training runs
+    never set a lower one (`train.dataset.check_turn_limit`), tests do to keep episodes short.
+    """
 
     def __init__(
         self,
@@ -67,7 +63,7 @@ class ClosedLoopRollout:
         *,
         reward: str,
         max_turn_tokens: int,
-        max_turns: int,
+        max_turns: int | None = None,
         temperature: float = 1.0,
         backend: str = "inprocess",
         context: RunContext | None = None,
@@ -100,27 +96,11 @@ class ClosedLoopRollout:
         key = prompt[0].get(EPISODE_FIELD)
         if not key:
             raise ValueError(f"rollout prompt lacks its {EPISODE_FIELD!r} field; build it with train.dataset")
-        ruleset, scenario, seed = parse_episode_key(key)
-        episode = EpisodeRecorder(
-            make_backend(self.backend_spec), Cell(ruleset, scenario, seed), self.context
-        )
-        observation = episode.start()
-        rules = get_ruleset(ruleset)
-        conversation = Conversation.for_ruleset(rules, observation)
-        rendered = self._render(conversation.messages())
+        loop = TurnLoop(key, self.context, max_turns=self.max_turns, backend=self.backend_spec)
+        rendered = self._render(loop.conversation.messages())
         if rendered != self._render(prompt):
             raise ValueError(f"episode {key}: the dataset prompt no longer matches the environment's opening")
-        play = _Play(
-            episode,
-            conversation,
-            tuple(rules.tool_names),
-            tuple(rules.drift_kinds),
-            observation,
-            rendered,
-            self._encode(rendered),
-        )
-        play.done = bool(observation["done"])
-        return play
+        return _Play(loop, rendered, self._encode(rendered))
 
     def _step(self, play: _Play, generated: list[int]) -> None:
         """Apply one generated turn and append the environment's answer to the sequence."""
@@ -128,17 +108,11 @@ class ClosedLoopRollout:
         text = tokenizer.decode(generated, skip_special_tokens=True)
         play.completion_ids += generated
         play.env_mask += [1] * len(generated)
-        play.turns += 1
         play.model_tokens += len(generated)
-        parsed = parse_output(text, play.tools, play.kinds)
-        action, failed = (parsed.action, False) if parsed.action is not None else (text, True)
         usage = (len(play.prompt_ids) + len(play.completion_ids) - len(generated), len(generated))
-        play.observation = play.episode.apply(action, usage, failed, text)
-        play.done = bool(play.observation["done"])
-        if play.done or play.turns >= self.max_turns:
+        if not play.loop.take(text, usage):
             return
-        play.conversation.add_turn(text, play.observation)
-        rendered = self._render(play.conversation.messages())
+        rendered = self._render(play.loop.conversation.messages())
         before = play.rendered + text
         if not rendered.startswith(before):
             raise TemplateError("the chat template changed earlier turns when a turn was added")
@@ -189,7 +163,7 @@ class ClosedLoopRollout:
         """Play one episode per prompt in lockstep; the rollout_func result for TRL."""
         plays = [self._open(prompt) for prompt in prompts]
         while True:
-            running = [p for p in plays if not p.done and p.turns < self.max_turns]
+            running = [p for p in plays if p.loop.running]
             if not running:
                 break
             generated = self._generate(model, [p.prompt_ids + p.completion_ids for p in running])
@@ -197,16 +171,16 @@ class ClosedLoopRollout:
                 self._step(play, tokens)
         outcomes, ended = [], []
         for play in plays:
-            record = play.episode.finish().record
+            record, done, reward = play.loop.finish(self.reward)
             outcomes.append(record)
-            ended.append(play.done)
+            ended.append(done)
             self.finished.append(
                 {
                     **record,
-                    "ended": play.done,
+                    "ended": done,
                     "model_tokens": play.model_tokens,
-                    "reward": episode_reward(self.reward, record, done=play.done),
-                    **reward_components(self.reward, record, done=play.done),
+                    "reward": reward,
+                    **reward_components(self.reward, record, done=done),
                 }
             )
         return {

@@ -37,9 +37,10 @@ DEFAULTS: dict[str, Any] = {
     "temperature": 1.0,
     "logging_steps": 1,
     "seed": 0,
-    # Tokens the model may generate in one turn, and turns per rollout episode.
+    # Tokens the model may generate in one turn, and turns per rollout episode: null is each
+    # scenario's own step limit; an explicit number must be at least every trained scenario's.
     "max_turn_tokens": 256,
-    "max_turns": 16,
+    "max_turns": None,
     # Prompt budget of the interaction format (oldest turns are summarised beyond it).
     "max_prompt_tokens": 3072,
     "load_in_4bit": True,
@@ -155,11 +156,17 @@ def resolve_run(config: dict[str, Any], name: str, overrides: dict[str, Any] | N
         )
     if settings["backend"] not in BACKENDS:
         raise RunConfigError(f"train.runs.{name}: backend must be one of {list(BACKENDS)}")
-    for key in ("max_steps", "save_steps", "num_generations", "max_turn_tokens", "max_turns", "dataset_size"):
+    for key in ("max_steps", "save_steps", "num_generations", "max_turn_tokens", "dataset_size"):
         if not isinstance(settings[key], int) or settings[key] < 1:
             raise RunConfigError(
                 f"train.runs.{name}: {key} must be a positive integer, got {settings[key]!r}"
             )
+    turns = settings["max_turns"]
+    if turns is not None and (not isinstance(turns, int) or turns < 1):
+        raise RunConfigError(
+            f"train.runs.{name}: max_turns must be null (each scenario's step limit) or a positive "
+            f"integer, got {turns!r}"
+        )
     if settings["num_generations"] < 2:
         raise RunConfigError(f"train.runs.{name}: GRPO needs num_generations >= 2 to compare completions")
     saved = _save_steps(settings)
@@ -169,7 +176,7 @@ def resolve_run(config: dict[str, Any], name: str, overrides: dict[str, Any] | N
         )
     if settings["push_to_hub"] and not settings["hub_model_id"]:
         raise RunConfigError(f"train.runs.{name}: push_to_hub needs a hub_model_id")
-    return TrainRun(
+    run = TrainRun(
         name=name,
         base_model=identity["base_model"],
         ruleset=identity["ruleset"],
@@ -178,6 +185,11 @@ def resolve_run(config: dict[str, Any], name: str, overrides: dict[str, Any] | N
         settings=settings,
         report_step=spec.get("report_step"),
     )
+    # Imported here: the dataset module builds on TrainRun.
+    from schemashift.train.dataset import check_turn_limit
+
+    check_turn_limit(run)
+    return run
 
 
 def lora_kwargs(run: TrainRun) -> dict[str, Any]:

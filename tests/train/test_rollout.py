@@ -92,3 +92,13 @@ def test_a_prompt_without_its_episode_is_refused(model_and_tokenizer):
     prompt = [{"role": "system", "content": "x"}, {"role": "user", "content": "y"}]
     with pytest.raises(ValueError, match="episode"):
         rollout.play(model, [prompt])
+
+
+def test_by_default_each_episode_runs_until_the_environment_ends_it(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    ruleset = get_ruleset("v1")
+    seed = ruleset.splits()["train"][0]
+    rollout = ClosedLoopRollout(tokenizer, reward="binary", max_turn_tokens=128, temperature=0)
+    out = rollout.play(model, [opening_messages("v1", "customer_lookup", seed)])
+    assert out["ended"] == [True]
+    assert out["outcome"][0]["steps"] <= ruleset.scenario_info("customer_lookup").max_steps

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from schemashift.env.rulesets import get_ruleset
 from schemashift.train.runs import DEFAULTS, RunConfigError, grpo_kwargs, lora_kwargs, resolve_run
 
 ROOT = Path(__file__).parents[2]
@@ -130,6 +131,46 @@ def test_bad_runs_fail_with_a_message_naming_the_problem(run, message):
     with pytest.raises(RunConfigError) as excinfo:
         resolve_run({"train": {"runs": {"bad": run}}}, "bad")
     assert message in str(excinfo.value)
+
+
+def _v1_run(**overrides):
+    spec = {"base_model": "m", "ruleset": "v1", "split": "train", "reward": "v1", "overrides": overrides}
+    return resolve_run({"train": {"runs": {"r": spec}}}, "r")
+
+
+def _limits(infos):
+    return {info.id: info.max_steps for info in infos}
+
+
+@pytest.mark.timeout(10)
+def test_max_turns_defaults_to_each_scenarios_own_step_limit():
+    v1 = get_ruleset("v1")
+    assert DEFAULTS["max_turns"] is None
+    assert _v1_run()["max_turns"] is None
+    longest = max(_limits(v1.scenarios()).values())
+    assert _v1_run(max_turns=longest)["max_turns"] == longest
+    lookup = v1.scenario_info("customer_lookup").max_steps
+    assert _v1_run(max_turns=lookup, scenarios=["customer_lookup"])["max_turns"] == lookup
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("compositions", [False, True])
+def test_a_max_turns_below_a_trained_scenarios_limit_is_refused_naming_it(compositions):
+    v1 = get_ruleset("v1")
+    limits = _limits(v1.scenarios() + (v1.compositions() if compositions else []))
+    below = max(limits.values()) - 1
+    with pytest.raises(RunConfigError, match=f"max_turns {below} is below") as excinfo:
+        _v1_run(max_turns=below, compositions=compositions)
+    longer = {scenario: steps for scenario, steps in limits.items() if steps > below}
+    assert str(longer) in str(excinfo.value)
+    assert _v1_run(max_turns=below + 1, compositions=compositions)["max_turns"] == below + 1
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("value", [0, -1, "16", 2.5])
+def test_max_turns_is_null_or_a_positive_integer(value):
+    with pytest.raises(RunConfigError, match="null"):
+        _v1_run(max_turns=value)
 
 
 def test_unknown_run_names_the_runs_there_are():

@@ -61,7 +61,7 @@ def _config(tiny_model: Path) -> dict:
                         "num_generations": 4,
                         "gradient_accumulation_steps": 4,
                         "temperature": 0.85,
-                        "max_turns": 10,
+                        "max_turns": None,
                         "max_turn_tokens": TURN_TOKENS,
                         "max_prompt_tokens": PROMPT_TOKENS,
                         "dataset_size": 8,

@@ -1,0 +1,104 @@
+"""The turn loop of one training episode: the GRPO rollout's rules without a model (no torch).
+
+`ClosedLoopRollout` drives a `TurnLoop` per episode and keeps only the token bookkeeping, so the
+rollout, the tests and the v1 farming checks share one opening, one parser and one stopping
+rule: an episode runs until the environment ends it or it has taken its turn limit, which is the
+scenario's own step limit (the observation's `max_steps`) unless an explicit limit is given.
+
+Every turn takes an environment step (an unreadable turn is a wasted step or ends the episode),
+so at the scenario's limit the environment always ends the episode first. A training run refuses
+an explicit limit below any of its scenarios' (`train.dataset.check_turn_limit`); a lower limit
+here cuts episodes off (`ended` False), and the rewards pay such an episode nothing for success.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from schemashift.env.rulesets import get_ruleset
+from schemashift.policies.llm.format import Conversation
+from schemashift.policies.llm.parser import parse_output
+from schemashift.rollout.backends import make_backend
+from schemashift.rollout.runner import Cell, EpisodeRecorder, RunContext
+from schemashift.train.dataset import parse_episode_key
+from schemashift.train.rewards import episode_reward
+
+
+class TurnLoop:
+    """One training episode, turn by turn: the dataset key opens it, `take` applies the text of
+    one model turn, `running` is the stopping rule and `finish` gives the record and reward.
+
+    `conversation` holds what the model sees next (the environment's answer is added after every
+    turn that leaves the episode running). `max_turns` None: the scenario's step limit.
+    """
+
+    def __init__(
+        self,
+        key: str,
+        context: RunContext,
+        *,
+        max_turns: int | None = None,
+        backend: str = "inprocess",
+    ) -> None:
+        ruleset_name, scenario, seed = parse_episode_key(key)
+        ruleset = get_ruleset(ruleset_name)
+        self.key = key
+        self.tools = tuple(ruleset.tool_names)
+        self.drift_kinds = tuple(ruleset.drift_kinds)
+        self.episode = EpisodeRecorder(make_backend(backend), Cell(ruleset_name, scenario, seed), context)
+        self.observation = self.episode.start()
+        self.conversation = Conversation.for_ruleset(ruleset, self.observation)
+        self.limit = int(self.observation["max_steps"]) if max_turns is None else max_turns
+        self.turns = 0
+
+    @property
+    def ended(self) -> bool:
+        """Whether the environment ended the episode (as opposed to the turn limit stopping it)."""
+        return bool(self.observation["done"])
+
+    @property
+    def running(self) -> bool:
+        """The stopping rule: the episode takes another turn until it ended or used its limit."""
+        return not self.ended and self.turns < self.limit
+
+    def take(self, text: str, usage: tuple[int, int] = (0, 0)) -> bool:
+        """Apply one model turn (`usage`: its prompt and generated tokens); whether it runs on."""
+        if not self.running:
+            raise RuntimeError(f"episode {self.key} is over ({self.turns} turns, ended={self.ended})")
+        parsed = parse_output(text, self.tools, self.drift_kinds)
+        action, failed = (parsed.action, False) if parsed.action is not None else (text, True)
+        self.observation = self.episode.apply(action, usage, failed, text)
+        self.turns += 1
+        if self.running:
+            self.conversation.add_turn(text, self.observation)
+        return self.running
+
+    def finish(self, reward: str) -> tuple[dict[str, Any], bool, float]:
+        """The episode's record, whether the environment ended it, and its `reward` variant."""
+        record = self.episode.finish().record
+        return record, self.ended, episode_reward(reward, record, done=self.ended)
+
+
+def play_texts(
+    key: str,
+    texts: Iterable[str],
+    *,
+    reward: str,
+    max_turns: int | None = None,
+    backend: str = "inprocess",
+) -> tuple[dict[str, Any], bool, float]:
+    """Play an agent's turn texts through the trainer's turn loop: (record, ended, reward).
+
+    Texts left when the loop stops are not played; texts that run out first leave the episode
+    cut off, as the trainer's turn limit would. No tokens are charged (the texts have no prompt).
+    """
+    loop = TurnLoop(
+        key, RunContext(run_id=uuid.uuid4().hex, policy="texts"), max_turns=max_turns, backend=backend
+    )
+    for text in texts:
+        if not loop.running:
+            break
+        loop.take(text)
+    return loop.finish(reward)
