@@ -1,8 +1,10 @@
-"""The v1 rules one by one: drift kinds as an agent meets them, stale docs versus the live schema,
-final-state grading, collateral damage, evidence-based detection, invalid actions, determinism."""
+"""The v1 rules one by one: drift kinds as an agent meets them (on its own calls), stale docs versus
+the live schema, final-state grading, collateral damage, evidence-based detection, invalid
+actions, determinism."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -13,19 +15,37 @@ from v1_support import FAMILIES, RULESET, call, complete, inspect, play, report
 
 from schemashift.env import Environment, InvalidAction
 from schemashift.env.ruleset import UnknownScenario
+from schemashift.env.rulesets.v1.catalogue import TOOL_WIDE
 
 
-def find(kind: str, endpoint: str | None = "any", family: str | None = None, first_step: bool = False):
-    """The first (family, seed, spec) whose plan has a drift of `kind` (on `endpoint`)."""
+def find(kind: str, endpoint: str | None = "any", family: str | None = None, first_call: bool = False):
+    """The first (family, seed, spec) whose plan has a drift of `kind` (on `endpoint`); with
+    `first_call`, one that fires on the first call to its endpoint (or tool), met by no other drift."""
     for seed in range(0, 400):
         for fam in [family] if family else FAMILIES:
-            for spec in RULESET.build_task(fam, seed).drift_plan:
+            plan = RULESET.build_task(fam, seed).drift_plan
+            for spec in plan:
                 if spec.kind != kind or (endpoint != "any" and spec.endpoint != endpoint):
                     continue
-                if first_step and spec.fires_at_step != 1:
+                if first_call and (
+                    spec.on_call != 1
+                    or any(o is not spec and o.tool == spec.tool and o.on_call == 1 for o in plan)
+                ):
                     continue
                 return fam, seed, spec
     raise AssertionError(f"no episode plans {kind} on {endpoint}")
+
+
+def meet(env: Environment, spec) -> dict:
+    """Probe calls (they change nothing) until the next call to the drift's endpoint is the one that
+    fires it; returns that probe."""
+    endpoint = spec.endpoint or next(
+        op["endpoint"] for op in env.episode.task.ground_truth["ops"] if op["tool"] == spec.tool
+    )
+    probe = call(spec.tool, endpoint, __probe__=1)
+    for _ in range(spec.on_call - 1):
+        env.step(probe)
+    return probe
 
 
 def started(family: str, seed: int) -> Environment:
@@ -50,7 +70,7 @@ def step_to(env: Environment, step: int, tool: str) -> None:
 
 # -- the drift catalogue, as an agent meets it ----------------------------------------------------
 def test_field_rename_answers_400_naming_the_accepted_fields():
-    family, seed, spec = find("field_rename", first_step=True)
+    family, seed, spec = find("field_rename", first_call=True)
     env = started(family, seed)
     obs, _ = env.step(documented(env, spec.tool, spec.endpoint))
     response = obs["last_response"]
@@ -65,13 +85,11 @@ def test_field_rename_answers_400_naming_the_accepted_fields():
 def test_endpoint_deprecation_warns_then_answers_410_naming_the_replacement():
     family, seed, spec = find("endpoint_deprecation")
     env = started(family, seed)
-    step_to(env, spec.fires_at_step, spec.tool)
-    action = documented(env, spec.tool, spec.endpoint)
-    action["tool_call"]["params"] = {"__probe__": 1}  # a call that changes nothing
+    action = meet(env, spec)
     warned = env.step(action)[0]["last_response"]
     assert warned["headers"]["Deprecation"] == "true"
     assert spec.details["replacement"] in warned["headers"]["Link"]
-    sunset = spec.fires_at_step + spec.details["sunset_after"]
+    sunset = env.episode.step + spec.details["sunset_after"]
     assert warned["headers"]["Sunset"] == f"step {sunset}"
     step_to(env, sunset, spec.tool)
     gone = env.step(action)[0]["last_response"]
@@ -87,7 +105,7 @@ def test_endpoint_deprecation_warns_then_answers_410_naming_the_replacement():
 
 
 def test_new_required_param_names_the_parameter_and_its_rule():
-    family, seed, spec = find("new_required_param", first_step=True)
+    family, seed, spec = find("new_required_param", first_call=True)
     env = started(family, seed)
     response = env.step(documented(env, spec.tool, spec.endpoint))[0]["last_response"]
     assert not response["ok"] and spec.details["param"] in response["error"]
@@ -95,7 +113,7 @@ def test_new_required_param_names_the_parameter_and_its_rule():
 
 
 def test_type_change_answers_with_the_new_type():
-    family, seed, spec = find("type_change", first_step=True)
+    family, seed, spec = find("type_change", first_call=True)
     env = started(family, seed)
     response = env.step(documented(env, spec.tool, spec.endpoint))[0]["last_response"]
     assert not response["ok"] and "must be" in response["error"]
@@ -110,18 +128,18 @@ def test_type_change_answers_with_the_new_type():
 
 
 def test_response_restructure_moves_the_body_under_data():
-    family, seed, spec = find("response_restructure", first_step=True)
+    family, seed, spec = find("response_restructure", first_call=True)
     env = started(family, seed)
     response = env.step(documented(env, spec.tool, spec.endpoint))[0]["last_response"]
-    assert response["ok"] and set(response["body"]) == {"data", "meta"}
+    assert response["ok"] and set(response["body"]) == {spec.details["envelope"], "meta"}
 
 
 def test_error_code_remap_changes_statuses_but_keeps_the_code_label():
     family, seed, spec = find("error_code_remap")
     env = started(family, seed)
-    step_to(env, spec.fires_at_step, spec.tool)
-    endpoint = next(op["endpoint"] for op in env.episode.task.ground_truth["ops"] if op["tool"] == spec.tool)
-    response = env.step(call(spec.tool, endpoint, __probe__=1))[0]["last_response"]
+    probe = meet(env, spec)
+    endpoint = probe["tool_call"]["endpoint"]
+    response = env.step(probe)[0]["last_response"]
     assert response["body"]["code"] == "bad_request"
     assert response["status"] == spec.details["remap"].get("400", 400)
     live = env.step(inspect(spec.tool))[0]["last_response"]["body"]["schema"][endpoint]
@@ -129,7 +147,7 @@ def test_error_code_remap_changes_statuses_but_keeps_the_code_label():
 
 
 def test_tool_removal_points_to_the_documented_fallback():
-    family, seed, spec = find("tool_removal", first_step=True)
+    family, seed, spec = find("tool_removal", first_call=True)
     env = started(family, seed)
     response = env.step(documented(env, spec.tool, spec.endpoint))[0]["last_response"]
     assert not response["ok"] and response["body"]["code"] == "endpoint_removed"
@@ -139,7 +157,7 @@ def test_tool_removal_points_to_the_documented_fallback():
 
 
 def test_rate_limit_answers_429_with_retry_after_that_passes_after_the_stated_steps():
-    family, seed, spec = find("rate_limit_tightening", first_step=True)
+    family, seed, spec = find("rate_limit_tightening", first_call=True)
     env = started(family, seed)
     probe = call(spec.tool, "no_such_endpoint")
     calls = spec.details["calls"]
@@ -173,84 +191,83 @@ def _oracle(family: str, seed: int) -> list:
     return RULESET.solution(RULESET.build_task(family, seed))
 
 
-def _no_drift_seed(family: str) -> int:
-    """A seed whose first drift fires late enough for a few calls on the documented API."""
-    return next(
-        s for s in range(400) if min(d.fires_at_step for d in RULESET.build_task(family, s).drift_plan) > 2
-    )
+def calm(family: str, seed: int) -> Environment:
+    """An environment on the task of (family, seed) with its drift plan removed: grading alone."""
+    env = Environment(RULESET)
+    task = dataclasses.replace(RULESET.build_task(family, seed), drift_plan=())
+    env.episode = RULESET.start(task)
+    return env
+
+
+def play_calm(family: str, seed: int, actions: list) -> dict:
+    env = calm(family, seed)
+    for action in actions:
+        if env.episode.done:
+            break
+        env.step(action)
+    return RULESET.summary(env.episode)
+
+
+def _plan(family: str, seed: int) -> list:
+    """The documented plan's calls and the completion: it solves the task when nothing drifts."""
+    task = RULESET.build_task(family, seed)
+    return RULESET.documented_plan(task) + [complete(task.ground_truth["summary"])]
 
 
 def test_mail_to_a_stranger_is_a_catastrophe():
-    family = "meeting_invite_blast"
-    seed = _no_drift_seed(family)
-    summary = play(
+    family, seed = "meeting_invite_blast", 0
+    summary = play_calm(
         family, seed, [call("mail", "send_message", to="x@evil.com", subject="a", body="b"), complete()]
     )
     assert summary["catastrophe"] and not summary["success"] and summary["score"] == 0.0
 
 
 def test_a_duplicate_send_is_a_catastrophe_even_when_everything_else_is_done():
-    family = "meeting_invite_blast"
-    seed = _no_drift_seed(family)
-    actions = _oracle(family, seed)
+    family, seed = "meeting_invite_blast", 0
+    actions = _plan(family, seed)
     send = next(
         a for a in actions if a["type"] == "call_tool" and a["tool_call"]["endpoint"] == "send_message"
     )
-    honest = play(family, seed, actions)
-    doubled = play(family, seed, [send, *actions])
+    honest = play_calm(family, seed, actions)
+    doubled = play_calm(family, seed, [send, *actions])
     assert honest["success"] and doubled["catastrophe"] and not doubled["success"]
 
 
 def test_changing_a_record_the_task_did_not_name_is_a_catastrophe():
-    family = "customer_lookup"
-    seed = _no_drift_seed(family)
+    family, seed = "customer_lookup", 0
     task = RULESET.build_task(family, seed)
     target = task.ground_truth["criteria"][0]["contact_id"]
     other = next(c["contact_id"] for c in task.seed_data["crm"]["contacts"] if c["contact_id"] != target)
-    summary = play(family, seed, [call("crm", "update_contact", contact_id=other, status="x"), complete()])
+    summary = play_calm(family, seed, [call("crm", "update_contact", contact_id=other, status="x"), complete()])
     assert summary["catastrophe"]
 
 
 def test_deleting_a_look_alike_event_is_a_catastrophe():
-    family = "event_cleanup"
-    seed = _no_drift_seed(family)
+    family, seed = "event_cleanup", 0
     task = RULESET.build_task(family, seed)
     targets = set(task.ground_truth["allowed"]["deletable"])
     keep = next(e["event_id"] for e in task.seed_data["calendar"]["events"] if e["event_id"] not in targets)
-    summary = play(family, seed, [call("calendar", "delete_event", event_id=keep), complete()])
+    summary = play_calm(family, seed, [call("calendar", "delete_event", event_id=keep), complete()])
     assert summary["catastrophe"]
 
 
 def test_grading_reads_the_final_state_nothing_sticky():
-    family = "customer_lookup"
-    seed = _no_drift_seed(family)
+    family, seed = "customer_lookup", 0
     task = RULESET.build_task(family, seed)
-    criterion = task.ground_truth["criteria"][0]
+    criterion = next(c for c in task.ground_truth["criteria"] if c["kind"] == "contact_status")
     cid, status = criterion["contact_id"], criterion["status"]
     fix = call("crm", "update_contact", contact_id=cid, status=status)
     undo = call("crm", "update_contact", contact_id=cid, status="active")
     summary_text = task.ground_truth["summary"]
-    undone = play(family, seed, [fix, undo, complete(summary_text)])
-    assert not undone["success"] and undone["completion"] < 1
-    # a wrong value, then the right one: graded on what is there at the end
-    wrong_then_right = [
-        call("crm", "update_contact", contact_id=cid, status="wrong"),
-        fix,
-        complete(summary_text),
-    ]
-    env = Environment(RULESET)
-    env.reset(family, seed)
-    for action in wrong_then_right:
-        env.step(action)
-    grade = RULESET.summary(env.episode)
-    if not any(d.fired for d in env.episode.drifts):
-        assert grade["success"]
-    assert RULESET._progress(env.episode)[1][0]  # the status criterion holds on the final state
+    undone = play_calm(family, seed, [fix, undo, complete(summary_text)])
+    assert not undone["success"] and undone["completion"] < 1 and not undone["catastrophe"]
+    # a wrong value of the field the task changes, then the right one: graded on the final state
+    wrong = call("crm", "update_contact", contact_id=cid, status="wrong")
+    assert play_calm(family, seed, [wrong, fix, complete(summary_text)])["success"]
 
 
 def test_summary_must_name_the_right_company_only():
-    family = "customer_lookup"
-    seed = _no_drift_seed(family)
+    family, seed = "customer_lookup", 0
     task = RULESET.build_task(family, seed)
     criterion = task.ground_truth["criteria"][-1]
     assert criterion["kind"] == "summary"
@@ -263,27 +280,33 @@ def test_summary_must_name_the_right_company_only():
 
 # -- detection needs evidence; wrong reports count against it -------------------------------------
 def test_a_report_without_evidence_earns_nothing_and_counts_as_wrong():
-    family, seed, spec = find("field_rename", first_step=True)
+    family, seed, spec = find("field_rename", first_call=True)
     actions = _oracle(family, seed)
     honest = play(family, seed, actions)
     blind = [report(spec.tool, spec.kind)] + [a for a in actions if a["type"] != "report_drift"]
     env = Environment(RULESET)
     env.reset(family, seed)
     env.step(blind[0])
-    assert env.episode.extra["wrong_reports"] == 1  # fired, but nothing seen yet
+    assert env.episode.extra["wrong_reports"] == 1  # not met yet: nothing seen
     outcome = play(family, seed, blind)
     assert outcome["drift_detection"] < honest["drift_detection"]
 
 
 def test_inspection_after_the_drift_is_evidence():
-    family, seed, spec = find("field_rename", first_step=True)
+    """A rate limit met on a call that succeeds leaves no trace in the response; an inspection does."""
+    family, seed, spec = find("rate_limit_tightening", first_call=True)
     env = started(family, seed)
+    first = next(op for op in env.episode.task.ground_truth["ops"] if op["tool"] == spec.tool)
+    met = env.step(call(spec.tool, first["endpoint"], **first["params"]))[0]["last_response"]
+    assert met["ok"] and "Retry-After" not in met["headers"]
+    env.step(report(spec.tool, spec.kind))
+    assert env.episode.extra["wrong_reports"] == 1
     env.step(inspect(spec.tool))
     env.step(report(spec.tool, spec.kind))
     row = next(
         r for r in RULESET.drift_outcomes(env.episode) if r["kind"] == spec.kind and r["tool"] == spec.tool
     )
-    assert row["discovered_step"] == 1 and row["reported_step"] == 2
+    assert row["fired_step"] == 1 and row["discovered_step"] == 3 and row["reported_step"] == 4
 
 
 # -- episode mechanics ----------------------------------------------------------------------------
@@ -357,3 +380,12 @@ def test_same_scenario_and_seed_give_the_same_episode_in_any_process():
             t = RULESET.build_task(f, s)
             here.append(f"{f} {s} {t.schedule_hash()} {len(t.description)} {t.description[:40]}")
     assert runs[0].splitlines() == here
+
+
+def test_every_error_code_remap_keeps_statuses_apart():
+    """A remap is a renaming of statuses: two errors that differed before still differ after."""
+    statuses = {400, 404, 410, 422, 429}
+    for variant in TOOL_WIDE["error_code_remap"]:
+        remap = {int(k): v for k, v in variant["remap"].items()}
+        after = [remap.get(s, s) for s in statuses]
+        assert len(set(after)) == len(statuses), variant

@@ -69,7 +69,7 @@ def _is_str_list(v: Any) -> bool:
 
 
 def _is_object_list(v: Any) -> bool:
-    return isinstance(v, list) and all(isinstance(x, dict) and isinstance(x.get("email"), str) for x in v)
+    return isinstance(v, list) and all(isinstance(x, dict) for x in v)
 
 
 TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
@@ -77,6 +77,7 @@ TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
     "int": _is_int,
     "list[str]": _is_str_list,
     "list[object]": _is_object_list,
+    "object": lambda v: isinstance(v, dict),
 }
 
 
@@ -105,6 +106,36 @@ CONVERTERS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any], str, str
         _epoch_to_iso,
         "int",
         "unix seconds (UTC) instead of an ISO 8601 string",
+    ),
+    "emails_as_address_objects": (
+        lambda v: [{"address": e} for e in v],
+        lambda v: [item["address"] for item in v],
+        "list[object]",
+        "each entry is an object {'address': str}",
+    ),
+    "iso_as_epoch_ms": (
+        lambda v: _iso_to_epoch(v) * 1000,
+        lambda v: _epoch_to_iso(v // 1000),
+        "int",
+        "unix milliseconds (UTC) instead of an ISO 8601 string",
+    ),
+    "recipient_as_objects": (
+        lambda v: [{"email": v}],
+        lambda v: [item["email"] for item in v],
+        "list[object]",
+        "a list of recipient objects {'email': str} instead of one string",
+    ),
+    "status_as_value_object": (
+        lambda v: {"value": v},
+        lambda v: v["value"],
+        "object",
+        "an object {'value': str} instead of a string",
+    ),
+    "status_as_code_object": (
+        lambda v: {"code": v},
+        lambda v: v["code"],
+        "object",
+        "an object {'code': str} instead of a string",
     ),
     "recipient_as_list": (
         lambda v: [v],
@@ -159,7 +190,7 @@ class Endpoint:
         self.out_names: dict[str, str] = {}  # canonical response field -> live name, where renamed
         self.converters: dict[str, str] = {}  # canonical param -> converter name, where retyped
         self.extra: dict[str, dict[str, Any]] = {}  # live-only required params and their rules
-        self.restructure: str | None = None  # response layout: None, "list" or "object"
+        self.restructure: tuple[str, str] | None = None  # response envelope and list key, once moved
         self.deprecated: dict[str, Any] | None = None
 
     def copy(self, name: str | None = None) -> Endpoint:
@@ -286,7 +317,7 @@ class Api:
                 continue
             try:
                 canonical[name] = CONVERTERS[converter][1](value)
-            except (ValueError, OverflowError, OSError):
+            except (ValueError, OverflowError, OSError, KeyError, TypeError, IndexError):
                 return self._error(
                     422,
                     f"Parameter '{key}' of {self.name}.{endpoint}: {value!r:.60} is out of range "
@@ -344,12 +375,15 @@ class Api:
                 body = {**body, list_key: [self._record(r, out, converters) for r in body[list_key]]}
             else:
                 body = self._record(body, out, converters)
-        if ep.restructure == "list":
-            list_key = self.LIST_KEYS[ep.canonical]
-            rest = {k: v for k, v in body.items() if k != list_key}
-            body = {"data": {"items": body[list_key]}, "meta": rest}
-        elif ep.restructure == "object":
-            body = {"data": body, "meta": {"endpoint": ep.name}}
+        layout = ep.restructure
+        if layout is not None:
+            envelope, items = layout
+            list_key = self.LIST_KEYS.get(ep.canonical)
+            if list_key is not None:
+                rest = {k: v for k, v in body.items() if k != list_key}
+                body = {envelope: {items: body[list_key]}, "meta": rest}
+            else:
+                body = {envelope: body, "meta": {"endpoint": ep.name}}
         return body
 
     @staticmethod
@@ -425,14 +459,14 @@ class Api:
 
     def d_response_restructure(self, endpoint, details, step) -> None:
         ep = self.writable(endpoint)
+        envelope, items = details["envelope"], details["items"]
+        ep.restructure = (envelope, items)
         if ep.canonical in self.LIST_KEYS:
-            ep.restructure = "list"
             list_key = self.LIST_KEYS[ep.canonical]
             rest = {k: v for k, v in ep.response_shape.items() if k != list_key}
-            ep.response_shape = {"data": "object{items: list}", "meta": f"object{{{', '.join(rest)}}}"}
+            ep.response_shape = {envelope: f"object{{{items}: list}}", "meta": f"object{{{', '.join(rest)}}}"}
         else:
-            ep.restructure = "object"
-            ep.response_shape = {"data": "object{" + ", ".join(ep.response_shape) + "}", "meta": "object"}
+            ep.response_shape = {envelope: "object{" + ", ".join(ep.response_shape) + "}", "meta": "object"}
 
     def d_error_code_remap(self, endpoint, details, step) -> None:
         self.remap = {int(k): v for k, v in details["remap"].items()}

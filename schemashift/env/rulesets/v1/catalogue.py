@@ -58,57 +58,87 @@ _TIMEZONE = _choice("timezone", "the IANA time zone of start and end", ("UTC",),
 _REASON = _required(
     "change_reason", "a non-empty free-text reason recorded in the audit log", "requested by task"
 )
+#: response envelopes: the body moves under `envelope` (a list response's records under `items`)
+_RESTRUCTURES = [
+    {"envelope": envelope, "items": items}
+    for envelope in ("data", "result", "payload")
+    for items in ("items", "records", "results")
+]
+#: required parameters any endpoint may start to demand (API-wide conventions)
+_COMMON = [
+    _required("request_id", "a non-empty string identifying this request, for tracing", "req-0001"),
+    *_choice("client", "the calling application", ("assistant",), ("assistant", "web"), ("agent", "cli")),
+    *_choice("api_version", "the API version the call is written for", ("2026-05-01",), ("v2",), ("2.1", "2.0")),
+    *_choice("locale", "the language of generated text", ("en-US",), ("en-GB", "en-US")),
+]
 
 CATALOGUE: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {
     ("mail", "send_message"): {
-        "field_rename": _renames("to", "recipient", "to_address", "recipient_email", "mail_to")
-        + _renames("subject", "subject_line", "title", "topic")
-        + _renames("body", "content", "text", "message_body"),
+        "field_rename": _renames("to", "recipient", "to_address", "recipient_email", "mail_to", "send_to", "destination")
+        + _renames("subject", "subject_line", "title", "topic", "headline", "mail_subject")
+        + _renames("body", "content", "text", "message_body", "body_text", "message"),
         "endpoint_deprecation": _replacements("send_message", "messages.send", "mail.send"),
         "new_required_param": [
+            *_COMMON,
             _IDEMPOTENCY,
             *_choice("priority", "delivery priority", ("normal", "high"), ("standard", "urgent"), ("low", "normal")),
         ],
-        "type_change": [{"param": "to", "converter": "recipient_as_list"}],
-        "response_restructure": [{}],
+        "type_change": [
+            {"param": "to", "converter": "recipient_as_list"},
+            {"param": "to", "converter": "recipient_as_objects"},
+        ],
+        "response_restructure": _RESTRUCTURES,
     },
     ("mail", "list_messages"): {
-        "field_rename": _renames("folder", "mailbox", "label", "box"),
+        "new_required_param": list(_COMMON),
+        "field_rename": _renames("folder", "mailbox", "label", "box", "mail_folder", "folder_name"),
         "endpoint_deprecation": _replacements("list_messages", "messages.list"),
-        "response_restructure": [{}],
+        "response_restructure": _RESTRUCTURES,
     },
     ("calendar", "list_events"): {
-        "field_rename": _renames("date_from", "start_date", "from_date") + _renames("date_to", "end_date"),
+        "field_rename": _renames("date_from", "start_date", "from_date", "range_start", "time_min")
+        + _renames("date_to", "end_date", "to_date", "range_end", "time_max"),
         "endpoint_deprecation": _replacements("list_events", "events.list"),
-        "new_required_param": _TIMEZONE,
-        "type_change": [{"param": "date_from", "converter": "iso_as_epoch"}],
-        "response_restructure": [{}],
+        "new_required_param": [*_COMMON, *_TIMEZONE],
+        "type_change": [
+            {"param": param, "converter": converter}
+            for param in ("date_from", "date_to")
+            for converter in ("iso_as_epoch", "iso_as_epoch_ms")
+        ],
+        "response_restructure": _RESTRUCTURES,
     },
     ("calendar", "create_event"): {
-        "field_rename": _renames("attendees", "participants", "invitees", "guests", "people")
-        + _renames("title", "summary", "name", "event_title")
-        + _renames("start", "start_time", "starts_at")
-        + _renames("end", "end_time", "ends_at"),
+        "field_rename": _renames("attendees", "participants", "invitees", "guests", "people", "attendee_emails")
+        + _renames("title", "summary", "name", "event_title", "event_name")
+        + _renames("start", "start_time", "starts_at", "begin", "start_at")
+        + _renames("end", "end_time", "ends_at", "finish", "end_at"),
         "endpoint_deprecation": _replacements("create_event", "events.create", "calendar.events.insert"),
         "new_required_param": [
+            *_COMMON,
             *_TIMEZONE,
             *_choice("calendar_id", "the calendar to write to", ("primary",), ("team", "primary")),
             _required("organizer", "a non-empty e-mail address of the organiser", "me@company.com"),
         ],
         "type_change": [
             {"param": "attendees", "converter": "emails_as_objects"},
-            {"param": "start", "converter": "iso_as_epoch"},
+            {"param": "attendees", "converter": "emails_as_address_objects"},
+            *(
+                {"param": param, "converter": converter}
+                for param in ("start", "end")
+                for converter in ("iso_as_epoch", "iso_as_epoch_ms")
+            ),
         ],
-        "response_restructure": [{}],
+        "response_restructure": _RESTRUCTURES,
     },
     ("calendar", "update_event"): {
-        "field_rename": _renames("status", "state", "event_status"),
+        "field_rename": _renames("status", "state", "event_status", "event_state")
+        + _renames("event_id", "id", "event_ref", "event_key"),
         "endpoint_deprecation": _replacements("update_event", "events.update", "events.patch"),
-        "new_required_param": [_REASON],
+        "new_required_param": [*_COMMON, _REASON],
     },
     ("calendar", "delete_event"): {
         "endpoint_deprecation": _replacements("delete_event", "events.delete"),
-        "new_required_param": [_REASON],
+        "new_required_param": [*_COMMON, _REASON],
         "tool_removal": [
             {
                 "fallback": {"endpoint": "update_event", "params": {"status": "cancelled"}},
@@ -117,15 +147,17 @@ CATALOGUE: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {
         ],
     },
     ("crm", "search_contacts"): {
-        "field_rename": _renames("email", "email_address", "primary_email", "contact_email")
-        + _renames("name", "full_name", "display_name"),
+        "new_required_param": list(_COMMON),
+        "field_rename": _renames("email", "email_address", "primary_email", "contact_email", "mail", "work_email")
+        + _renames("name", "full_name", "display_name", "contact_name"),
         "endpoint_deprecation": _replacements("search_contacts", "contacts.search"),
-        "response_restructure": [{}],
+        "response_restructure": _RESTRUCTURES,
     },
     ("crm", "get_contact"): {
+        "new_required_param": list(_COMMON),
         "endpoint_deprecation": _replacements("get_contact", "contacts.get"),
         "type_change": [{"param": "contact_id", "converter": "contact_id_as_int"}],
-        "response_restructure": [{}],
+        "response_restructure": _RESTRUCTURES,
         "tool_removal": [
             {
                 "fallback": {"endpoint": "search_contacts", "params": {}},
@@ -138,11 +170,16 @@ CATALOGUE: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {
         + _renames("contact_id", "id", "contact_ref", "record_id"),
         "endpoint_deprecation": _replacements("update_contact", "contacts.patch"),
         "new_required_param": [
+            *_COMMON,
             _REASON,
             _required("updated_by", "a non-empty name of the person making the change", "support agent"),
             *_choice("source", "where the change comes from", ("support",), ("support", "sales"), ("api", "ui")),
         ],
-        "type_change": [{"param": "contact_id", "converter": "contact_id_as_int"}],
+        "type_change": [
+            {"param": "contact_id", "converter": "contact_id_as_int"},
+            {"param": "status", "converter": "status_as_value_object"},
+            {"param": "status", "converter": "status_as_code_object"},
+        ],
     },
 }
 
@@ -153,9 +190,9 @@ TOOL_WIDE: dict[str, list[dict[str, Any]]] = {
     "error_code_remap": [
         {"remap": {"400": 422, "422": 400}},
         {"remap": {"400": 409, "404": 400, "410": 404}},
-        {"remap": {"400": 422, "404": 410, "429": 503}},
-        {"remap": {"422": 400, "429": 503}},
-        {"remap": {"400": 409, "422": 409}},
+        {"remap": {"400": 422, "422": 400, "404": 410, "410": 404, "429": 503}},
+        {"remap": {"429": 503, "404": 400, "400": 404}},
+        {"remap": {"400": 409, "422": 412, "404": 410, "410": 404}},
     ],
 }
 

@@ -811,15 +811,19 @@ def draw_drifts(
             if allowed(tool, kind):
                 options.setdefault(kind, []).append((tool, endpoint, variants, count))
 
-    tool, endpoint, kind, variants, nth = rng.choice(cruxes)
+    # Every (write, kind, variant) is equally likely to be the crux, and extra kinds are drawn with
+    # weight sqrt(number of their variants): every kind stays common while the schedules spread.
+    tool, endpoint, kind, variants, nth = rng.choices(cruxes, [len(c[3]) for c in cruxes])[0]
     plan = [DriftSpec(tool, kind, None, endpoint, dict(rng.choice(variants)), on_call=nth)]
     taken: dict[tuple[str, str | None], list[str]] = {(tool, endpoint): [kind]}
-    wanted = rng.choice((2, 3, 3)) if tier == "easy" else rng.choice((2, 3, 3, 4))
+    wanted = rng.choice((3, 3, 4)) if tier == "easy" else rng.choice((3, 3, 4, 4))
+    kinds = sorted(options)
+    weights = [sum(len(o[2]) for o in options[k]) ** 0.5 for k in kinds]
     attempts = 0
     while len(plan) < wanted and attempts < 50:
         attempts += 1
-        kind = rng.choice(sorted(options))
-        tool, endpoint, variants, count = rng.choice(options[kind])
+        kind = rng.choices(kinds, weights)[0]
+        tool, endpoint, variants, count = rng.choices(options[kind], [len(o[2]) for o in options[kind]])[0]
         already = taken.get((tool, endpoint), [])
         if not _compatible(kind, already):
             continue
