@@ -1,96 +1,182 @@
-"""Property tests of the v1 ruleset over every family and N_SEEDS seeds of each split.
+"""Property tests of the v1 guarantees (docs/rulesets.md, "Guarantees") over every family and both
+compositions, N_SEEDS test and N_SEEDS train seeds each.
 
-The oracle solves every episode, the random policy almost none, seeds change the episode, every
-drift kind is drawn, and no farming strategy built from the oracle's own solution (nor any
-failing sequence a bounded random search finds) earns as much as the honest solution.
+Who solves what: the oracle every seed; `random`, an agent that never reads a tool response, and
+an agent that plays the documented plan without adapting to drift almost none. What pays: no
+farming strategy, and no sequence a hill-climbing search finds from the honest solution, earns
+more than the honest solution under any v1 reward variant or the score, all played through the
+trainer's own turn loop and stopping rule (`schemashift.train.turns.play_texts`).
 """
 
 from __future__ import annotations
 
+import json
 import random
-from collections import Counter
 
 import pytest
-from v1_support import ALL_SEEDS, FAMILIES, RULESET, TEST_SEEDS, TRAIN_SEEDS, complete, inspect, play, report
+from v1_agents import hide_unseen, oblivious_actions, play_no_read, shown_before_any_response
+from v1_support import ALL_SEEDS, RULESET, SCENARIOS, TEST_SEEDS, TRAIN_SEEDS, call, complete, inspect, play, report
 
 from schemashift.env import Environment
 from schemashift.env.rulesets.v1.catalogue import DRIFT_KINDS, HELD_OUT_KINDS, HELD_OUT_PAIRS
+from schemashift.env.rulesets.v1.tools import WRITE_ENDPOINTS
 from schemashift.policies import make_policy
+from schemashift.policies.llm.format import action_text
+from schemashift.train.rewards import episode_reward
+from schemashift.train.turns import play_texts
+
+#: the reward variants a training run may use on v1 (legacy_cumulative exists only on legacy)
+V1_REWARDS = ("v1", "binary")
 
 
-def _honest(family: str, seed: int, env: Environment) -> tuple[list, dict]:
-    actions = RULESET.solution(RULESET.build_task(family, seed))
-    return actions, play(family, seed, actions, env)
+def _honest(scenario: str, seed: int) -> list[dict]:
+    return RULESET.solution(RULESET.build_task(scenario, seed))
 
 
+# -- who solves what ------------------------------------------------------------------------------
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("family", FAMILIES)
-def test_oracle_solves_every_seed(family):
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_oracle_solves_every_seed(scenario):
     env = Environment(RULESET)
     oracle = make_policy("oracle", RULESET)
     for seed in ALL_SEEDS:
         oracle.reset()
-        observation = env.reset(family, seed)
+        observation = env.reset(scenario, seed)
         while not observation["done"]:
             observation, _ = env.step(oracle.act(observation))
         summary = RULESET.summary(env.episode)
-        assert summary["success"] and not summary["catastrophe"], (family, seed)
-        assert summary["drift_detection"] == 1.0 and summary["adaptation"] == 1.0, (family, seed)
-        assert summary["score"] > 0.5 and summary["training_reward"] > 0, (family, seed)
+        assert summary["success"] and not summary["catastrophe"], (scenario, seed)
+        assert summary["drift_detection"] == 1.0 and summary["adaptation"] == 1.0, (scenario, seed)
+        assert summary["score"] > 0.5 and summary["training_reward"] == summary["score"], (scenario, seed)
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("family", FAMILIES)
-def test_random_policy_is_the_floor(family):
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_random_policy_is_the_floor(scenario):
     env = Environment(RULESET)
     policy = make_policy("random", RULESET)
     successes = 0
     for seed in ALL_SEEDS:
         policy.reset()
-        observation = env.reset(family, seed)
+        observation = env.reset(scenario, seed)
         while not observation["done"]:
             observation, _ = env.step(policy.act(observation))
         successes += RULESET.summary(env.episode)["success"]
     assert successes / len(ALL_SEEDS) < 0.05
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_an_agent_that_never_reads_a_response_fails(scenario):
+    """Task text, criteria and docs give no value the task asks the agent to find."""
+    env = Environment(RULESET)
+    successes = sum(play_no_read(scenario, seed, env)["success"] for seed in ALL_SEEDS)
+    assert successes / len(ALL_SEEDS) <= 0.05
+    # the control: the same agent, shown the values a response gives, solves every seed
+    assert all(play_no_read(scenario, seed, env, blind=False)["success"] for seed in ALL_SEEDS[::10])
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_criteria_and_docs_reveal_no_value_the_task_asks_to_find(scenario):
+    """Every address, id, name and company in the honest writes and summary that the task text
+    does not give is absent from the criteria and the documentation too."""
+    env = Environment(RULESET)
+    for seed in ALL_SEEDS:
+        task = RULESET.build_task(scenario, seed)
+        observation = env.reset(scenario, seed)
+        values = [v for op in task.ground_truth["ops"] for v in op["params"].values()]
+        values.append(task.ground_truth["summary"])
+        hidden = json.dumps(hide_unseen(values, task.description))
+        shown = shown_before_any_response(observation)
+        assert hide_unseen(values, shown) == json.loads(hidden), (scenario, seed)
+        assert "[unknown]" in hidden, (scenario, seed)  # there is something to find
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_a_drift_oblivious_agent_fails(scenario):
+    """The documented plan with the right values breaks on a drift it does not adapt to."""
+    env = Environment(RULESET)
+    successes = sum(play(scenario, seed, oblivious_actions(scenario, seed), env)["success"] for seed in ALL_SEEDS)
+    assert successes / len(ALL_SEEDS) <= 0.02
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_episode_has_a_crux_drift_on_a_write_that_fires_on_use(scenario):
+    for seed in ALL_SEEDS:
+        plan = RULESET.build_task(scenario, seed).drift_plan
+        assert all(d.fires_at_step is None and d.on_call >= 1 for d in plan), (scenario, seed)
+        assert any(
+            d.endpoint is not None
+            and (d.tool, d.endpoint) in WRITE_ENDPOINTS
+            and d.kind in ("field_rename", "new_required_param", "type_change")
+            for d in plan
+        ), (scenario, seed)
+
+
 @pytest.mark.parametrize("split", ["test", "train"])
-@pytest.mark.parametrize("family", FAMILIES)
-def test_seeds_draw_distinct_schedules(family, split):
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_seeds_draw_distinct_schedules_and_worlds(scenario, split):
     seeds = TEST_SEEDS if split == "test" else TRAIN_SEEDS
-    tasks = [RULESET.build_task(family, seed) for seed in seeds]
+    tasks = [RULESET.build_task(scenario, seed) for seed in seeds]
     assert len({t.schedule_hash() for t in tasks}) >= 0.95 * len(seeds)
-    # the world changes with the seed too, not just the drift
     assert len({t.description for t in tasks}) >= 0.95 * len(seeds)
     assert all(t.split == split for t in tasks)
 
 
 def test_every_drift_kind_is_drawn_and_held_out_ones_only_in_test():
-    by_split: dict[str, Counter] = {"test": Counter(), "train": Counter()}
-    for family in FAMILIES:
+    by_split: dict[str, set] = {"test": set(), "train": set()}
+    for scenario in SCENARIOS:
         for seed in ALL_SEEDS:
-            task = RULESET.build_task(family, seed)
-            for spec in task.drift_plan:
-                by_split[task.split][(spec.tool, spec.kind)] += 1
-    test_kinds = {kind for _, kind in by_split["test"]}
-    train_kinds = {kind for _, kind in by_split["train"]}
-    assert test_kinds == set(DRIFT_KINDS)
-    assert train_kinds == set(DRIFT_KINDS) - HELD_OUT_KINDS
-    assert not set(by_split["train"]) & HELD_OUT_PAIRS
-    assert set(by_split["test"]) >= HELD_OUT_PAIRS
+            task = RULESET.build_task(scenario, seed)
+            by_split[task.split] |= {(spec.tool, spec.kind) for spec in task.drift_plan}
+    assert {kind for _, kind in by_split["test"]} == set(DRIFT_KINDS)
+    assert {kind for _, kind in by_split["train"]} == set(DRIFT_KINDS) - HELD_OUT_KINDS
+    assert not by_split["train"] & HELD_OUT_PAIRS
+    assert by_split["test"] >= HELD_OUT_PAIRS
 
 
-# -- farming --------------------------------------------------------------------------------------
-def _calls(actions):
-    return [a for a in actions if a["type"] == "call_tool"]
+# -- what pays: strategies and search through the trainer's own loop -------------------------------
+def _key(scenario: str, seed: int) -> str:
+    return f"v1/{scenario}/{seed}"
+
+
+def _outcome(scenario: str, seed: int, actions: list[dict]) -> dict[str, float]:
+    """Score and every v1 reward variant of `actions` played through the trainer's turn loop."""
+    record, ended, reward = play_texts(_key(scenario, seed), [action_text(a) for a in actions], reward="v1")
+    outcome = {"score": record["score"] or 0.0, "v1": reward, "ended": ended, "success": record["success"]}
+    for variant in V1_REWARDS[1:]:
+        outcome[variant] = episode_reward(variant, record, done=ended)
+    return outcome
+
+
+def _tools(task) -> list[str]:
+    return list(task.tools)
 
 
 def pad_with_inspections(task, actions):
     body, done = actions[:-1], actions[-1]
-    tools = list(task.tools)
-    padding = [inspect(tools[i % len(tools)]) for i in range(task.max_steps - len(actions))]
-    assert padding, "the honest solution leaves no room to pad"
-    return body + padding + [done]
+    tools = _tools(task)
+    return body + [inspect(tools[i % len(tools)]) for i in range(task.max_steps - len(actions))] + [done]
+
+
+def stall_to_the_step_limit(task, actions):
+    """The work, then inspections until the environment ends the episode: never completes."""
+    tools = _tools(task)
+    return actions[:-1] + [inspect(tools[i % len(tools)]) for i in range(task.max_steps)]
+
+
+def cut_off_before_completing(task, actions):
+    """The work without the completion: the texts run out, so the trainer's loop cuts it off."""
+    return actions[:-1]
+
+
+def writes_late_and_cut_off(task, actions):
+    tools = _tools(task)
+    waiting = [inspect(tools[i % len(tools)]) for i in range(max(0, task.max_steps - len(actions) - 1))]
+    return waiting + actions[:-1]
 
 
 def fail_then_retry(task, actions):
@@ -107,8 +193,7 @@ def fail_then_retry(task, actions):
 
 
 def report_everything(task, actions):
-    reports = [report(tool, kind) for tool in task.tools for kind in DRIFT_KINDS]
-    return actions[:-1] + reports + actions[-1:]
+    return actions[:-1] + [report(tool, kind) for tool in task.tools for kind in DRIFT_KINDS] + actions[-1:]
 
 
 def repeat_reports(task, actions):
@@ -120,6 +205,15 @@ def repeat_reports(task, actions):
     return farmed
 
 
+def repeat_inspections(task, actions):
+    farmed = []
+    for action in actions:
+        farmed.append(action)
+        if action["type"] == "call_tool":
+            farmed += [inspect(action["tool_call"]["tool"])] * 2
+    return farmed
+
+
 def inspect_without_working(task, actions):
     return [inspect(task.tools[i % len(task.tools)]) for i in range(task.max_steps)]
 
@@ -128,99 +222,158 @@ def complete_at_once(task, actions):
     return [complete(task.ground_truth["summary"])]
 
 
+def complete_after_first_write(task, actions):
+    first = next(i for i, a in enumerate(actions) if a["type"] == "call_tool")
+    return actions[: first + 1] + [complete(task.ground_truth["summary"])]
+
+
+def damage_pair(task) -> tuple[dict, dict] | None:
+    """A write to a record the task does not touch, and the write that restores it."""
+    allowed = task.ground_truth["allowed"]
+    if "crm" in task.seed_data:
+        for contact in task.seed_data["crm"]["contacts"]:
+            if contact["contact_id"] not in allowed["mutable"]:
+                cid = contact["contact_id"]
+                return (
+                    call("crm", "update_contact", contact_id=cid, status="churned"),
+                    call("crm", "update_contact", contact_id=cid, status=contact["status"]),
+                )
+    if "calendar" in task.seed_data:
+        for event in task.seed_data["calendar"]["events"]:
+            if event["event_id"] not in allowed["mutable"]:
+                eid = event["event_id"]
+                return (
+                    call("calendar", "update_event", event_id=eid, title="Moved"),
+                    call("calendar", "update_event", event_id=eid, title=event["title"]),
+                )
+    return None
+
+
+def damage_and_restore(task, actions):
+    pair = damage_pair(task)
+    if pair is None:  # mail alone: nothing sent can be taken back
+        return [call("mail", "send_message", to="x@elsewhere.org", subject="hi", body="hi"), *actions]
+    return [pair[0], *actions[:-1], pair[1], actions[-1]]
+
+
 STRATEGIES = [
     pad_with_inspections,
+    stall_to_the_step_limit,
+    cut_off_before_completing,
+    writes_late_and_cut_off,
     fail_then_retry,
     report_everything,
     repeat_reports,
+    repeat_inspections,
     inspect_without_working,
     complete_at_once,
+    complete_after_first_write,
+    damage_and_restore,
 ]
+FARMING_SEEDS = TEST_SEEDS[:40] + TRAIN_SEEDS[:40]
 
 
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("family", FAMILIES)
-def test_farming_strategies_earn_less_than_the_honest_solution(family):
-    env = Environment(RULESET)
-    for seed in ALL_SEEDS:
-        task = RULESET.build_task(family, seed)
-        actions, honest = _honest(family, seed, env)
+def _assert_not_above(farmed: dict, honest: dict, where) -> None:
+    for measure in ("score", *V1_REWARDS):
+        assert farmed[measure] <= honest[measure] + 1e-12, (where, measure, farmed, honest)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_farming_strategies_earn_no_more_than_the_honest_solution(scenario):
+    for seed in FARMING_SEEDS:
+        task = RULESET.build_task(scenario, seed)
+        actions = _honest(scenario, seed)
+        honest = _outcome(scenario, seed, actions)
+        assert honest["success"] and honest["ended"]
         for strategy in STRATEGIES:
-            farmed = play(family, seed, strategy(task, actions), env)
-            where = (family, seed, strategy.__name__)
-            assert farmed["training_reward"] < honest["training_reward"], where
-            assert farmed["score"] < honest["score"], where
+            farmed = _outcome(scenario, seed, strategy(task, actions))
+            where = (scenario, seed, strategy.__name__)
+            _assert_not_above(farmed, honest, where)
+            if not farmed["success"]:
+                assert farmed["v1"] < honest["v1"] and farmed["binary"] == 0.0, where
+            if not farmed["ended"]:  # cut off: no more than a failed episode earns
+                assert farmed["v1"] <= _outcome(scenario, seed, complete_at_once(task, actions))["v1"], where
 
 
-# -- bounded random search ------------------------------------------------------------------------
-SEARCH_SEQUENCES = 1000
+def test_damage_then_restore_never_pays_anywhere_in_the_sequence():
+    """Item 2 of the guarantees: breaking an unrelated record at any point and restoring it at any
+    later point never raises the training reward or the score."""
+    for scenario in SCENARIOS:
+        for seed in FARMING_SEEDS[::8]:
+            task = RULESET.build_task(scenario, seed)
+            actions = _honest(scenario, seed)
+            honest = _outcome(scenario, seed, actions)
+            pair = damage_pair(task)
+            if pair is None:
+                continue
+            for i in range(len(actions)):
+                for j in range(i + 1, len(actions) + 1):
+                    farmed = actions[:i] + [pair[0]] + actions[i:j] + [pair[1]] + actions[j:]
+                    _assert_not_above(_outcome(scenario, seed, farmed), honest, (scenario, seed, i, j))
 
 
-def _mutate(rng: random.Random, task, actions: list) -> list:
-    """A random edit of the honest solution: drop, duplicate, swap, or insert inspections,
-    reports, failing calls or an early completion."""
-    seq = list(actions)
-    for _ in range(rng.randint(1, 4)):
-        op = rng.randrange(6)
-        i = rng.randrange(len(seq))
-        if op == 0 and len(seq) > 1:
-            del seq[i]
-        elif op == 1:
-            seq.insert(i, seq[i])
-        elif op == 2:
-            j = rng.randrange(len(seq))
-            seq[i], seq[j] = seq[j], seq[i]
+# -- bounded search -------------------------------------------------------------------------------
+SEARCH_EPISODES = 2000
+SEARCH_SEEDS = 10
+
+
+def _mutate(rng: random.Random, task, seq: list, honest: list) -> list:
+    """A random edit: drop, duplicate, swap, truncate, or insert an inspection, a report, a failing
+    call, a completion, a write from the honest plan, or a damage/restore pair."""
+    seq = list(seq)
+    for _ in range(rng.randint(1, 3)):
+        op = rng.randrange(10)
+        i = rng.randrange(len(seq) + 1)
+        if op == 0 and seq:
+            del seq[min(i, len(seq) - 1)]
+        elif op == 1 and seq:
+            seq.insert(i, seq[min(i, len(seq) - 1)])
+        elif op == 2 and len(seq) > 1:
+            a, b = rng.randrange(len(seq)), rng.randrange(len(seq))
+            seq[a], seq[b] = seq[b], seq[a]
         elif op == 3:
             seq.insert(i, inspect(rng.choice(task.tools)))
         elif op == 4:
             seq.insert(i, report(rng.choice(task.tools), rng.choice(DRIFT_KINDS)))
-        else:
-            calls = _calls(actions)
-            if calls:
-                sub = rng.choice(calls)["tool_call"]
-                seq.insert(i, {"type": "call_tool", "tool_call": {**sub, "params": {}}})
+        elif op == 5:
+            calls = [a for a in honest if a["type"] == "call_tool"]
+            sub = rng.choice(calls)["tool_call"]
+            seq.insert(i, {"type": "call_tool", "tool_call": {**sub, "params": {}}})
+        elif op == 6:
+            seq.insert(i, complete(task.ground_truth["summary"]))
+        elif op == 7:
+            seq.insert(i, rng.choice([a for a in honest if a["type"] == "call_tool"]))
+        elif op == 8:
+            pair = damage_pair(task)
+            if pair:
+                seq.insert(i, pair[0])
+                seq.insert(rng.randrange(i + 1, len(seq) + 1), pair[1])
+        elif seq:
+            del seq[rng.randrange(len(seq)) :]
     return seq
 
 
-@pytest.mark.timeout(600)
-@pytest.mark.parametrize("family", FAMILIES)
-def test_random_search_finds_no_failing_sequence_above_the_honest_reward(family):
-    """1,000 sequences per family: edits of the honest solution (the dangerous neighbourhood)
-    and random-policy episodes, over the family's seeds; none that fails the task beats honesty."""
-    rng = random.Random(f"search/{family}")
-    env = Environment(RULESET)
-    policy = make_policy("random", RULESET)
-    failing = 0
-    for n in range(SEARCH_SEQUENCES):
-        seed = ALL_SEEDS[n % len(ALL_SEEDS)]
-        task = RULESET.build_task(family, seed)
-        actions, honest = _honest(family, seed, env)
-        if n % 4 == 3:
-            policy.reset()
-            observation = env.reset(family, seed)
-            while not observation["done"]:
-                observation, _ = env.step(policy.act(observation))
-            outcome = RULESET.summary(env.episode)
-        else:
-            outcome = play(family, seed, _mutate(rng, task, actions), env)
-        if not outcome["success"]:
-            failing += 1
-            assert outcome["training_reward"] < honest["training_reward"], (family, seed, n)
-            assert outcome["score"] == 0.0
-    assert failing >= SEARCH_SEQUENCES // 4  # the search did explore failures
-
-
-DEEP_SEEDS = 1000
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(1800)
-@pytest.mark.parametrize("scenario", FAMILIES + ["composed_pair", "composed_triple"])
-def test_oracle_solves_many_more_seeds(scenario):
-    """The oracle over 1,000 seeds of each split (compositions included)."""
-    env = Environment(RULESET)
-    seeds = list(range(DEEP_SEEDS)) + list(range(10000, 10000 + DEEP_SEEDS)) + [9999, 2**40]
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_hill_climbing_from_the_honest_solution_finds_nothing_better(scenario):
+    """SEARCH_EPISODES episodes per scenario through the trainer's turn loop: from the honest
+    solution of each seed, keep any edit that earns at least as much (v1 reward), and never find
+    one that earns more under any variant or scores higher."""
+    rng = random.Random(f"hill-climb/{scenario}")
+    per_seed = SEARCH_EPISODES // SEARCH_SEEDS
+    seeds = TEST_SEEDS[:SEARCH_SEEDS // 2] + TRAIN_SEEDS[:SEARCH_SEEDS // 2]
+    explored_failures = 0
     for seed in seeds:
         task = RULESET.build_task(scenario, seed)
-        summary = play(scenario, seed, RULESET.solution(task), env)
-        assert summary["success"] and summary["drift_detection"] == 1.0, (scenario, seed)
+        honest_actions = _honest(scenario, seed)
+        honest = _outcome(scenario, seed, honest_actions)
+        current, current_reward = honest_actions, honest["v1"]
+        for n in range(per_seed):
+            candidate = _mutate(rng, task, current, honest_actions)
+            outcome = _outcome(scenario, seed, candidate)
+            _assert_not_above(outcome, honest, (scenario, seed, n, candidate))
+            explored_failures += not outcome["success"]
+            if outcome["v1"] >= current_reward:
+                current, current_reward = candidate, outcome["v1"]
+    assert explored_failures >= SEARCH_EPISODES // 10  # the search did explore failures

@@ -11,8 +11,10 @@ from schemashift.env.rulesets import get_ruleset
 
 RULESET = get_ruleset("v1")
 FAMILIES = RULESET.scenario_ids()
-#: seeds per family and split in the property tests (SCHEMASHIFT_V1_SEEDS raises it for deeper runs)
-N_SEEDS = int(os.environ.get("SCHEMASHIFT_V1_SEEDS", "100"))
+#: the six families and the two generated compositions
+SCENARIOS = FAMILIES + [info.id for info in RULESET.compositions()]
+#: seeds per scenario and split in the property tests (SCHEMASHIFT_V1_SEEDS raises it for deeper runs)
+N_SEEDS = int(os.environ.get("SCHEMASHIFT_V1_SEEDS", "200"))
 TEST_SEEDS = list(range(0, N_SEEDS))
 TRAIN_SEEDS = list(range(10000, 10000 + N_SEEDS))
 ALL_SEEDS = TEST_SEEDS + TRAIN_SEEDS

@@ -558,10 +558,10 @@ class V1Ruleset(Ruleset):
         """The shortest honest plan, built by playing the episode from the ground truth.
 
         The oracle knows every value, so it reads nothing: it makes the task's writes, each
-        rendered under the live contract (renamed fields, converted types, extra required values,
-        replacements and fallbacks). A drift that fires on a call meets the oracle too: that call
-        fails and the next one, rendered under the new contract, succeeds. A cancellation takes
-        whichever route (delete, or a status update) meets no drift. Reports wait for a step the
+        rendered under the contract the call will meet (renamed fields, converted types, extra
+        required values, replacements and fallbacks; it knows which drifts a call fires), so none
+        of its calls fails. A cancellation takes whichever route (delete, or a status update)
+        fires no endpoint drift. Reports wait for a step the
         oracle would otherwise lose (a rate limit blocking every remaining call) or for the end;
         before completing it inspects each tool with a fired drift it has no evidence of yet, and
         reports every drift it met.
@@ -598,15 +598,12 @@ class V1Ruleset(Ruleset):
                 play(filler() or {"type": INSPECT_SCHEMA, "inspect": {"tool": queue[0]["tool"]}})
                 continue
             endpoint, params = self._oracle_call(ep, op)
-            fired_before = sum(1 for d in ep.drifts if d.fired)
             response = play(
                 {"type": "call_tool", "tool_call": {"tool": op["tool"], "endpoint": endpoint, "params": params}}
             )
-            if response["ok"]:
-                queue.remove(op)
-                continue
-            if sum(1 for d in ep.drifts if d.fired) == fired_before:
+            if not response["ok"]:
                 raise RuntimeError(f"oracle call failed for {task.scenario} seed {task.seed}: {response}")
+            queue.remove(op)
         while not ep.done:
             action = filler()
             if action is None:
@@ -616,23 +613,41 @@ class V1Ruleset(Ruleset):
         return actions
 
     def _oracle_call(self, ep: Episode, op: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """The live form of a planned write; a cancellation avoids a route whose call fires a drift."""
-        api = ep.tools[op["tool"]]
-        if (op["tool"], op["endpoint"]) == ("calendar", "delete_event"):
-            routes = [("delete_event", op["params"]), ("update_event", {**op["params"], "status": "cancelled"})]
-            for endpoint, params in routes:
-                if not _would_fire(ep, op["tool"], endpoint):
-                    return api.render(endpoint, params)
-        return api.render(op["endpoint"], op["params"])
+        """The form of a planned write for the contract the call will meet: the oracle knows which
+        drifts the call fires, so it writes for them. A cancellation takes a route whose call
+        fires no endpoint drift, where there is one."""
+        tool = op["tool"]
+        routes = [(op["endpoint"], op["params"])]
+        if (tool, op["endpoint"]) == ("calendar", "delete_event"):
+            routes.append(("update_event", {**op["params"], "status": "cancelled"}))
+            routes.sort(key=lambda route: any(d.spec.endpoint for d in _due_on_call(ep, tool, route[0])))
+        endpoint, params = routes[0]
+        api = ep.tools[tool]
+        # A deprecated endpoint still answers during its sunset: the call that deprecates it keeps
+        # its documented name (its successor does not exist yet).
+        due = [d for d in _due_on_call(ep, tool, endpoint) if d.spec.kind != "endpoint_deprecation"]
+        if due:
+            api = copy.deepcopy(api)
+            for drift in due:
+                api.apply_drift(drift.spec.kind, drift.spec.endpoint, drift.spec.details, ep.step + 1)
+        return api.render(endpoint, params)
 
 
-def _would_fire(ep: Episode, tool: str, canonical: str) -> bool:
-    """Whether the next call to `canonical` would fire a drift planned on that endpoint."""
-    count = ep.extra["calls"].get((tool, canonical), 0) + 1
-    return any(
-        not d.fired and d.spec.tool == tool and d.spec.endpoint == canonical and d.spec.on_call == count
+def _due_on_call(ep: Episode, tool: str, canonical: str) -> list[DriftEvent]:
+    """The drifts the next call to `tool`.`canonical` would fire, in plan order (see fire_drifts)."""
+    calls = ep.extra["calls"]
+    on_tool = calls.get((tool, None), 0) + 1
+    on_endpoint = calls.get((tool, canonical), 0) + 1
+    return [
+        d
         for d in ep.drifts
-    )
+        if not d.fired
+        and d.spec.tool == tool
+        and (
+            (d.spec.endpoint is None and d.spec.on_call == on_tool)
+            or (d.spec.endpoint == canonical and d.spec.on_call == on_endpoint)
+        )
+    ]
 
 
 _KNOWN_KEYS = {
