@@ -1,11 +1,11 @@
 """Observation deltas for the server's WebSocket sessions (standard library only).
 
 Consecutive observations share most of their content (documentation, task text, most of the
-history window); the core builds those parts once and hands out the same objects until they
-change (observations are read-only by contract). A session that asks for deltas gets, after
-its first observation, only what changed: keys whose value is a new object, and for lists that
-slid (the history window) how many items fell off the front and the items appended. The client
-rebuilds the full observation, equal to the one the server built.
+history window); the core builds those parts once and, with `Environment(..., snapshots=False)`
+as the server builds it, hands out the same objects until they change. A session that asks for
+deltas gets, after its first observation, only what changed: keys whose value is a new object,
+and for lists that slid (the history window) how many items fell off the front and the items
+appended. The client rebuilds the full observation, equal to the one the server built.
 
 Delta frame: {"full": view} or {"set": {key: value}, "shift": {key: [dropped, appended]},
 "drop": [keys gone], "order": [keys] (only when the key order changed)}.

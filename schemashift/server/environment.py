@@ -95,7 +95,9 @@ class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftOb
         try:
             env = self._envs.get(name)
             if env is None:
-                env = self._envs[name] = Environment(get_ruleset(name))
+                # Shared views, not snapshots: they are only serialised here, and the observation
+                # deltas compare the parts of consecutive views by identity.
+                env = self._envs[name] = Environment(get_ruleset(name), snapshots=False)
             if scenario is None:
                 scenario = env.ruleset.scenario_ids()[0]
             elif not isinstance(scenario, str):
