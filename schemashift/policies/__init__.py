@@ -40,11 +40,18 @@ def _random(ruleset: Ruleset) -> Policy:
     return RandomPolicy()
 
 
+def _scripted(ruleset: Ruleset) -> Policy:
+    from schemashift.policies.scripted import ScriptedPolicy
+
+    return ScriptedPolicy(ruleset.name)
+
+
 BUILTIN: dict[str, Factory] = {
     "naive_heuristic": _naive,
     "policy_aware_heuristic": _policy_aware,
     "oracle": _oracle,
     "random": _random,
+    "scripted": _scripted,
 }
 #: name prefix -> "module:function" taking (spec after the prefix, ruleset) and returning a Policy
 PREFIXES: dict[str, str] = {
