@@ -28,6 +28,7 @@ from schemashift.env.actions import (
     InvalidAction,
 )
 from schemashift.env.episode import DriftEvent, Episode, ScenarioInfo, Task
+from schemashift.env.frozen import freeze
 from schemashift.env.tools import TOOL_CLASSES
 from schemashift.env.tools.base import Tool, fail, ok
 
@@ -178,10 +179,15 @@ class Ruleset:
         """The tool documentation observations show. Default: the live schema, rebuilt after drift."""
         docs = ep.docs
         if docs is None:
-            docs = ep.docs = {name: tool.schema_view() for name, tool in ep.tools.items()}
+            docs = ep.docs = freeze({name: tool.schema_view() for name, tool in ep.tools.items()})
         return docs
 
     def observe(self, ep: Episode, feedback: str) -> dict[str, Any]:
+        """The view of the episode a policy is shown (the Environment hands out a frozen copy).
+
+        Views may share parts with earlier views, but a part is never changed in place once it
+        has been in a view: a change makes a new object (the Environment freezes each part once).
+        """
         raise NotImplementedError
 
     def visible_step(self, record: dict[str, Any]) -> dict[str, Any]:

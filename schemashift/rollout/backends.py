@@ -7,7 +7,8 @@ import json
 from typing import Any, Protocol
 
 from schemashift.env.actions import SUBOBJECT, InvalidAction
-from schemashift.env.environment import Environment, EpisodeStateError, snapshot
+from schemashift.env.environment import Environment, EpisodeStateError
+from schemashift.env.frozen import frozen_view
 from schemashift.env.ruleset import UnknownScenario
 from schemashift.env.rulesets import UnknownRuleset, get_ruleset
 from schemashift.rollout.wire import ViewDecoder
@@ -122,15 +123,15 @@ class RemoteBackend:
             "outcome": True,
         }
         data = self._request("reset", request)
-        # The decoder rebuilds later views from this one: the policy gets a snapshot of it.
-        return snapshot(self._views.decode(data["observation"]["view_delta"]))
+        # The decoder rebuilds later views from this one: the policy gets a frozen copy of it.
+        return frozen_view(self._views.decode(data["observation"]["view_delta"]))
 
     def step(self, action: Any, tokens_used: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
         data = self._request("step", {**wire_action(action), "tokens_used": tokens_used})
         observation = data["observation"]
         if data["done"]:
             self._outcome = observation["outcome"]
-        return snapshot(self._views.decode(observation["view_delta"])), observation["reward_breakdown"]
+        return frozen_view(self._views.decode(observation["view_delta"])), observation["reward_breakdown"]
 
     def outcome(self) -> dict[str, Any]:
         if self._outcome is None:

@@ -1,9 +1,10 @@
 """Observations and reward breakdowns are snapshots: nothing a policy does to them reaches the
 world, the grade, the episode's records, later observations or another episode.
 
-A hostile policy plays the oracle's actions but, after every decision, wrecks everything it was
-ever given (every observation, every reward breakdown, every action it sent), recursively: keys
-set and deleted, lists appended to and cleared, at every depth. Its run must be
+A hostile policy plays the oracle's actions but, after every decision, tries to wreck everything
+it was ever given (every observation, every reward breakdown, every action it sent), recursively:
+keys set and deleted, lists appended to and cleared, at every depth. The observation's own
+top-level dict gives way; everything below it refuses (`ReadOnlyError`). Its run must be
 indistinguishable from a clean one, and so must the next episode played on the same environment.
 """
 
@@ -15,8 +16,10 @@ from typing import Any
 
 import pytest
 
+import pickle
+
 from schemashift.env import Environment, get_ruleset
-from schemashift.env.environment import _Constructors, snapshot
+from schemashift.env.frozen import FrozenDict, FrozenList, ReadOnlyError, freeze
 from schemashift.policies import make_policy
 
 SEEDS = (0, 1, 2)
@@ -33,8 +36,16 @@ def text(value: Any) -> str:
     return json.dumps(value, allow_nan=True)
 
 
+def attempt(mutation) -> None:
+    """One wrecking move; read-only parts refuse it, and that refusal is all that may happen."""
+    try:
+        mutation()
+    except ReadOnlyError:
+        pass
+
+
 def wreck(value: Any, seen: set[int] | None = None) -> None:
-    """Mutate `value` in place at every depth: children first, then the container itself."""
+    """Try to mutate `value` in place at every depth: children first, then the container itself."""
     seen = set() if seen is None else seen
     if id(value) in seen:
         return
@@ -43,19 +54,20 @@ def wreck(value: Any, seen: set[int] | None = None) -> None:
         for item in list(value.values()):
             wreck(item, seen)
         for key in list(value):
-            value[key] = "wrecked"
-        value.pop(next(iter(value), None), None)
-        value.clear()
-        value["wrecked"] = {"by": ["policy"]}
-        value[0] = None
+            attempt(lambda key=key: value.__setitem__(key, "wrecked"))
+        attempt(lambda: value.pop(next(iter(value), None), None))
+        attempt(value.clear)
+        attempt(lambda: value.__setitem__("wrecked", {"by": ["policy"]}))
+        attempt(lambda: value.update({0: None}))
     elif isinstance(value, list):
         seen.add(id(value))
         for item in value:
             wreck(item, seen)
-        value.append("wrecked")
-        value[0] = {"wrecked": True}
-        value.clear()
-        value.append(["wrecked"])
+        attempt(lambda: value.append("wrecked"))
+        if value:
+            attempt(lambda: value.__setitem__(0, {"wrecked": True}))
+        attempt(value.clear)
+        attempt(lambda: value.extend([["wrecked"]]))
 
 
 class Hostile:
@@ -136,48 +148,57 @@ def test_a_hostile_policy_changes_nothing_on_v1():
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("ruleset", ["legacy", "v1"])
-def test_every_observation_is_a_new_object_at_every_depth(ruleset):
-    """No container of one observation is a container of another, of the episode or of a reward."""
+def test_views_share_no_mutable_container_with_each_other_or_the_episode(ruleset):
+    """Below the top level every container is read-only; each top-level dict is new; and the
+    only containers a policy shares with the episode (its records, state, caches) are frozen."""
     env = Environment(ruleset)
     policy = make_policy("oracle", ruleset)
-    ids: dict[int, str] = {}
+    tops: set[int] = set()
+    given: set[int] = set()
+    held: list[Any] = []  # everything stays alive, so no id is reused
 
-    def containers(value: Any, where: str, own: set[int]) -> None:
-        if isinstance(value, (dict, list)):
-            if id(value) not in own:
-                assert id(value) not in ids, f"{where} is shared with {ids[id(value)]}"
-                own.add(id(value))
-            for key, item in value.items() if isinstance(value, dict) else enumerate(value):
-                containers(item, f"{where}/{key}", own)
+    def check(view: Any) -> None:
+        assert type(view) is dict and id(view) not in tops
+        tops.add(id(view))
+        for part in view.values():
+            _check_frozen(part, given)
 
-    held = []
     for scenario, seed in cells(ruleset)[::7]:
         policy.reset()
         observation = env.reset(scenario, seed)
-        while True:
-            where = f"{scenario}/{seed}/step{observation['step']}"
-            own: set[int] = set()
-            containers(observation, where, own)
-            ids.update(dict.fromkeys(own, where))
-            held.append(observation)
-            if observation["done"]:
-                break
+        held.append(observation)
+        check(observation)
+        while not observation["done"]:
             observation, reward = env.step(policy.act(observation))
-            own = set()
-            containers(reward, f"{where}/reward", own)
-            ids.update(dict.fromkeys(own, f"{where}/reward"))
-            held.append(reward)
-        for name in ("history", "visible_history", "agent_state", "extra", "docs"):
-            episode_containers: set[int] = set()
+            held += [observation, reward]
+            check(observation)
+            for part in reward.values():
+                _check_frozen(part, given)
+        for name in ("history", "visible_history", "agent_state", "extra", "docs", "tools"):
+            episode_containers: dict[int, Any] = {}
             _collect(getattr(env.episode, name, None), episode_containers)
-            assert not episode_containers & set(ids), f"the episode's {name} shares containers with a view"
+            held.append(env.episode)
+            shared = [episode_containers[i] for i in episode_containers.keys() & given]
+            # the episode may hold what it froze itself; nothing mutable is ever shared
+            assert all(type(c) in (FrozenDict, FrozenList) for c in shared), f"the episode's {name}"
 
 
-def _collect(value: Any, out: set[int]) -> None:
+def _check_frozen(value: Any, given: set[int]) -> None:
+    if isinstance(value, (dict, list)):
+        assert type(value) in (FrozenDict, FrozenList), type(value)
+        given.add(id(value))
+        for item in value.values() if isinstance(value, dict) else value:
+            _check_frozen(item, given)
+
+
+def _collect(value: Any, out: dict[int, Any]) -> None:
     if isinstance(value, (dict, list)) and id(value) not in out:
-        out.add(id(value))
+        out[id(value)] = value
         for item in value.values() if isinstance(value, dict) else value:
             _collect(item, out)
+    elif hasattr(value, "__dict__") and id(value) not in out:
+        out[id(value)] = value
+        _collect(vars(value), out)
 
 
 @pytest.mark.timeout(30)
@@ -189,33 +210,32 @@ def test_snapshots_false_hands_out_the_shared_views():
 
 
 @pytest.mark.timeout(30)
-def test_snapshot_copies_containers_and_keeps_types_and_order():
+def test_frozen_data_refuses_every_mutation_and_copies_to_plain_data():
     leaf = "a string"
     value = {"b": [1, 1.0, True, None, leaf, {"x": (1, [2])}], "a": {}, 3: (4, 5), "t": ()}
-    copied = snapshot(value)
-    assert text(copied) == text(value) and list(copied) == list(value)
-    assert copied["b"] is not value["b"] and copied["b"][5] is not value["b"][5]
-    assert copied["b"][5]["x"][1] is not value["b"][5]["x"][1]
-    assert copied["b"][4] is leaf and copied[3] is value[3]  # immutable leaves are shared
-    assert [type(item) for item in copied["b"]] == [type(item) for item in value["b"]]
-
-    class Odd:
-        def __init__(self) -> None:
-            self.items = [1]
-
-    odd = {"o": Odd()}
-    assert snapshot(odd)["o"] is not odd["o"] and snapshot(odd)["o"].items == [1]
-
-
-@pytest.mark.timeout(30)
-def test_constructors_are_found_by_exact_content():
-    constructors = _Constructors(size=2)
-    one, true, real = {"a": [1]}, {"a": [True]}, {"a": [1.0]}
-    builds = [constructors.get(value) for value in (one, true, real)]
-    assert len({id(build) for build in builds}) == 3
-    for value, build in zip((one, true, real), builds, strict=True):
-        made = build()
-        assert text(made) == text(value) and made is not value and made["a"] is not build()["a"]
-    assert constructors.get({"a": float("nan")}) is None  # no literal for it: copied instead
-    assert constructors.get({"a": {1, 2}}) is None
-    assert len(constructors._by_content) == 2  # bounded
+    frozen = freeze(value)
+    assert text(frozen) == text(value) and frozen == value and list(frozen) == list(value)
+    assert [type(item) for item in frozen["b"][:5]] == [type(item) for item in value["b"][:5]]
+    assert frozen["b"][4] is leaf and frozen["b"] is not value["b"]
+    assert json.loads(json.dumps(frozen)) == json.loads(json.dumps(value))
+    mutations = [
+        lambda: frozen.__setitem__("a", 1), lambda: frozen.__delitem__("a"), frozen.clear,
+        lambda: frozen.pop("a"), frozen.popitem, lambda: frozen.setdefault("z", 1),
+        lambda: frozen.update(z=1), lambda: frozen["b"].append(1), lambda: frozen["b"].extend([1]),
+        lambda: frozen["b"].insert(0, 1), frozen["b"].pop, lambda: frozen["b"].remove(1),
+        frozen["b"].clear, frozen["b"].sort, frozen["b"].reverse,
+        lambda: frozen["b"].__setitem__(0, 2), lambda: frozen["b"].__delitem__(0),
+        lambda: frozen["b"][5]["x"][1].append(3),
+    ]  # fmt: skip
+    for mutation in mutations:
+        with pytest.raises(ReadOnlyError, match="deepcopy"):
+            mutation()
+    assert frozen == value
+    with pytest.raises(ReadOnlyError):
+        frozen["b"] += [1]
+    editable = copy.deepcopy(frozen)
+    assert editable == value and type(editable) is dict and type(editable["b"]) is list
+    editable["b"].append(9)
+    assert frozen == value
+    assert type(pickle.loads(pickle.dumps(frozen))) is dict
+    assert freeze(frozen) is frozen  # frozen data is shared, never copied again

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from schemashift.env.frozen import freeze
+
 Response = dict[str, Any]
 Handler = Callable[[dict[str, Any]], Response]
 
@@ -85,7 +87,7 @@ class Tool:
         templates = _TEMPLATES.get(cls)
         if templates is None:
             templates = _TEMPLATES[cls] = {s.name: s for s in self.baseline_schemas()}
-            _BASELINE_VIEWS[cls] = {name: s.to_dict() for name, s in templates.items()}
+            _BASELINE_VIEWS[cls] = freeze({name: s.to_dict() for name, s in templates.items()})
         self._templates = templates
         # Copy-on-write: endpoints share the class's baseline schemas until drift changes them.
         self.schemas: dict[str, EndpointSchema] = dict(templates)
@@ -158,8 +160,8 @@ class Tool:
     def schema_view(self) -> dict[str, dict[str, Any]]:
         """Serialised schemas of the active endpoints, in endpoint order.
 
-        Built once per schema revision and shared between observations: callers must treat it
-        as read-only (the tool never mutates a view it has handed out; drift builds a new one).
+        Built once per schema revision, frozen (`schemashift.env.frozen`) and shared between
+        observations; drift builds a new one.
         """
         view = self._schema_view
         if view is None:
@@ -168,7 +170,7 @@ class Tool:
             view = {}
             for name, schema in self.schemas.items():
                 view[name] = baseline[name] if schema is templates.get(name) else schema.to_dict()
-            self._schema_view = view
+            view = self._schema_view = freeze(view)
         return view
 
     # -- helpers for drift handlers ----------------------------------------------------------------

@@ -19,6 +19,7 @@ from schemashift.env.actions import (
     Action,
 )
 from schemashift.env.episode import DriftEvent, Episode, ScenarioInfo, Task
+from schemashift.env.frozen import freeze
 from schemashift.env.ruleset import Response, Ruleset, UnknownScenario, action_counts
 from schemashift.env.rulesets.legacy.scenarios import SCENARIOS
 from schemashift.env.tools.base import fail
@@ -115,9 +116,10 @@ class LegacyRuleset(Ruleset):
             "max_steps": task.max_steps,
             "token_budget_remaining": task.token_budget,
             "task_description": task.description,
-            "success_criteria": list(task.success_criteria),
+            "success_criteria": freeze(list(task.success_criteria)),
         }
-        ep.extra["visible_drifts"] = []
+        # Parts of views are frozen where they are made (see schemashift.env.frozen).
+        ep.extra["visible_drifts"] = freeze([])
         ep.extra["completion"] = None
         ep.extra["known_state"] = None
         ep.extra["drift_tally"] = DriftTally(ep)
@@ -190,7 +192,7 @@ class LegacyRuleset(Ruleset):
                 drift.reported_step = ep.step
                 ep.extra["drift_tally"].detected += 1
                 spec = drift.spec
-                ep.extra["visible_drifts"] = [
+                ep.extra["visible_drifts"] = freeze([
                     *ep.extra["visible_drifts"],
                     {
                         "tool": spec.tool,
@@ -198,7 +200,7 @@ class LegacyRuleset(Ruleset):
                         "endpoint": spec.endpoint,
                         "fires_at_step": spec.fires_at_step,
                     },
-                ]
+                ])
         elif action.type in TOOL_CALL_TYPES and response is not None and response["ok"]:
             _track_progress(ep.agent_state, action.tool, action.endpoint, action.params, response["body"])
             ep.extra["completion"] = ep.extra["known_state"] = None
@@ -263,7 +265,7 @@ class LegacyRuleset(Ruleset):
         known = ep.extra["known_state"]
         if known is None:
             # The agent state changed since the last observation: snapshot it again.
-            known = ep.extra["known_state"] = dict(ep.agent_state)
+            known = ep.extra["known_state"] = freeze(dict(ep.agent_state))
         observation["known_state"] = known
         observation["history"] = ep.visible_history[-HISTORY_WINDOW:]
         observation["last_response"] = ep.history[-1]["response"] if ep.history else None

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from schemashift.env.frozen import freeze
+
 Response = dict[str, Any]
 NO_HEADERS: dict[str, str] = {}
 
@@ -401,6 +403,20 @@ class Api:
         getattr(self, "d_" + kind)(endpoint, details, step)
         self.view = None
 
+    def fork(self) -> Api:
+        """A copy of the live contract that drifts may change without touching this one (the
+        world is shared: a fork is for rendering calls, never for serving them)."""
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        twin.endpoints = dict(self.endpoints)
+        twin.owned = set()
+        twin.retired = dict(self.retired)
+        twin.removed = dict(self.removed)
+        twin.remap = dict(self.remap)
+        twin.accepted = list(self.accepted)
+        twin.view = None
+        return twin
+
     def writable(self, endpoint: str) -> Endpoint:
         """The endpoint's contract, made private to this episode so a drift may change it."""
         if endpoint not in self.owned:
@@ -537,6 +553,11 @@ _TEMPLATES: dict[type[Api], dict[str, Endpoint]] = {}
 
 
 def build_view(api: Api) -> dict[str, Any]:
+    """The live schema of a tool, frozen: handed out as it is to every observation."""
+    return freeze(_view(api))
+
+
+def _view(api: Api) -> dict[str, Any]:
     view: dict[str, Any] = {}
     for name, ep in api.endpoints.items():
         entry: dict[str, Any] = {

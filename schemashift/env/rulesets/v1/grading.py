@@ -17,19 +17,28 @@ system could not take back as well as on the final state:
 
 from __future__ import annotations
 
-import re
-from functools import lru_cache
 from typing import Any
 
 
-@lru_cache(maxsize=4096)
-def _phrase_pattern(phrase: str) -> re.Pattern[str]:
-    return re.compile(r"(?<!\w)" + re.escape(phrase.lower()) + r"(?!\w)")
+def _word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
 
 
 def has_phrase(text: Any, phrase: str) -> bool:
-    """Whether `phrase` occurs in `text` as whole words, ignoring case."""
-    return _phrase_pattern(phrase).search(str(text).lower()) is not None
+    """Whether `phrase` occurs in `text` as whole words, ignoring case: the characters around the
+    occurrence are not letters, digits or underscores (so "Elena Ahmed" lacks "Lena Ahmed")."""
+    haystack, needle = str(text).lower(), phrase.lower()
+    if not needle:
+        return True
+    start = haystack.find(needle)
+    while start != -1:
+        end = start + len(needle)
+        if (start == 0 or not _word_char(haystack[start - 1])) and (
+            end == len(haystack) or not _word_char(haystack[end])
+        ):
+            return True
+        start = haystack.find(needle, start + 1)
+    return False
 
 
 def criterion_met(criterion: dict[str, Any], world: dict[str, Any], summary: str | None) -> bool:

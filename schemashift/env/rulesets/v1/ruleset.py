@@ -25,6 +25,7 @@ from schemashift.env.actions import (
     InvalidAction,
 )
 from schemashift.env.episode import DriftEvent, DriftSpec, Episode, ScenarioInfo, Task
+from schemashift.env.frozen import freeze
 from schemashift.env.ruleset import Response, Ruleset, UnknownScenario
 from schemashift.env.rulesets.v1 import families
 from schemashift.env.rulesets.v1.api import Api, build_view, error, ok
@@ -149,10 +150,10 @@ class V1Ruleset(Ruleset):
             "difficulty": task.tier,
             "max_steps": task.max_steps,
             "task_description": task.description,
-            "success_criteria": list(task.success_criteria),
+            "success_criteria": freeze(list(task.success_criteria)),
             "tool_schemas": _start_docs(task.tools),
             "documentation_note": DOCS_NOTE,
-            "drift_kinds": list(DRIFT_KINDS),
+            "drift_kinds": _DRIFT_KINDS_SHOWN,
         }
         extra["retire"] = {}
         extra["calls"] = {}
@@ -164,7 +165,7 @@ class V1Ruleset(Ruleset):
         extra["invalid"] = 0
         extra["retired_calls"] = 0
         extra["summary_text"] = None
-        extra["known"] = {}
+        extra["known"] = freeze({})
         extra["met"] = [False] * len(task.ground_truth["criteria"])
         extra["damage"] = dict.fromkeys(task.tools, ())
         extra["dirty"] = {*task.tools, None}
@@ -231,9 +232,9 @@ class V1Ruleset(Ruleset):
             live = api.endpoints.get(action.endpoint)
             if live is not None and (action.tool, live.canonical) in WRITE_ENDPOINTS:
                 ep.extra["dirty"].add(action.tool)
-                known = ep.extra["known"] = dict(ep.extra["known"])
                 key = _KNOWN_KEYS[(action.tool, live.canonical)]
-                known[key] = known.get(key, 0) + 1
+                known = ep.extra["known"]
+                ep.extra["known"] = freeze({**known, key: known.get(key, 0) + 1})
             return response, f"Called {action.tool}.{action.endpoint}: status=200"
         if response["body"]["code"] == "endpoint_retired":
             ep.extra["retired_calls"] += 1
@@ -462,10 +463,20 @@ class V1Ruleset(Ruleset):
         return ep.extra["base"]["tool_schemas"]
 
     def visible_step(self, record: dict[str, Any]) -> dict[str, Any]:
+        """A past step as the history shows it: the action, its outcome and feedback. The body of
+        a response is shown once, as `last_response`, on the step that received it."""
+        response = record["response"]
         return {
             "step": record["step"],
             "action": record["action"],
-            "response": record["response"],
+            "response": None
+            if response is None
+            else {
+                "ok": response["ok"],
+                "status": response["status"],
+                "headers": response["headers"],
+                "error": response["error"],
+            },
             "feedback": record["feedback"],
         }
 
@@ -568,7 +579,7 @@ class V1Ruleset(Ruleset):
         """
         from schemashift.env.environment import Environment
 
-        env = Environment(self)
+        env = Environment(self, snapshots=False)
         ep = env.episode = self.start(task, "oracle")
         queue = [op for op in task.ground_truth["ops"] if (op["tool"], op["endpoint"]) in WRITE_ENDPOINTS]
         actions: list[dict[str, Any]] = []
@@ -627,7 +638,7 @@ class V1Ruleset(Ruleset):
         # its documented name (its successor does not exist yet).
         due = [d for d in _due_on_call(ep, tool, endpoint) if d.spec.kind != "endpoint_deprecation"]
         if due:
-            api = copy.deepcopy(api)
+            api = api.fork()
             for drift in due:
                 api.apply_drift(drift.spec.kind, drift.spec.endpoint, drift.spec.details, ep.step + 1)
         return api.render(endpoint, params)
@@ -650,6 +661,7 @@ def _due_on_call(ep: Episode, tool: str, canonical: str) -> list[DriftEvent]:
     ]
 
 
+_DRIFT_KINDS_SHOWN = freeze(list(DRIFT_KINDS))
 _KNOWN_KEYS = {
     ("mail", "send_message"): "mail.sent_count",
     ("calendar", "create_event"): "calendar.events_count",
@@ -742,16 +754,30 @@ def _build_task(scenario: str, seed: int) -> Task:
     else:
         raise RuntimeError(f"no consistent world for {scenario} seed {seed}")
     drift_rng = _derived_rng(scenario, seed, "drift")
-    writes = sum(1 for op in spec.ops if (op["tool"], op["endpoint"]) in WRITE_ENDPOINTS)
+    writes: dict[str, int] = {}
+    for op in spec.ops:
+        if (op["tool"], op["endpoint"]) in WRITE_ENDPOINTS:
+            writes[op["tool"]] = writes.get(op["tool"], 0) + 1
     for _ in range(20):
         plan = draw_drifts(drift_rng, spec.ops, tier, split)
         task = _task(scenario, seed, tier, family, max_steps, spec, split, plan)
-        if not any(d.kind == "rate_limit_tightening" for d in plan):
-            if writes + 3 * len(plan) + 1 <= max_steps - 2:
-                return task
-        elif len(_oracle_ruleset().play_oracle(task)) <= max_steps - 2:
+        if _oracle_steps_bound(plan, writes) <= max_steps - 2:
+            return task
+        if len(_oracle_ruleset().play_oracle(task)) <= max_steps - 2:
             return task
     raise RuntimeError(f"no solvable drift plan for {scenario} seed {seed}")
+
+
+def _oracle_steps_bound(plan: tuple[DriftSpec, ...], writes: dict[str, int]) -> int:
+    """An upper bound on the oracle's steps: its writes (none fails), an inspection and a report
+    per drift, the completion, and, per rate-limited tool, the steps its writes may have to wait:
+    k calls at c per w steps span at most (ceil(k / c) - 1) * w steps more than they take."""
+    bound = sum(writes.values()) + 2 * len(plan) + 1
+    for spec in plan:
+        if spec.kind == "rate_limit_tightening":
+            calls, window = spec.details["calls"], spec.details["per_steps"]
+            bound += max(0, -(-writes.get(spec.tool, 0) // calls) - 1) * window
+    return bound
 
 
 @lru_cache(maxsize=1024)
@@ -789,56 +815,24 @@ def draw_drifts(
 
     First the crux: a breaking kind (renamed or retyped parameter the call passes, a new required
     parameter) on one of the plan's writes that has no other route, firing on that write's own
-    call, so the documented plan fails unless the agent adapts. Then 1-3 more drifts (kinds first,
+    call, so the documented plan fails unless the agent adapts. Then 2-3 more drifts (kinds first,
     so every kind is common), each on an endpoint or tool the plan uses and firing on one of the
     plan's calls to it. Held-out kinds and pairs are drawn only in the test split.
     """
-    uses: dict[tuple[str, str | None], int] = {}
-    cruxes: list[tuple[str, str, str, list[dict[str, Any]], int]] = []
-
-    def allowed(tool: str, kind: str) -> bool:
-        return split == "test" or (kind not in HELD_OUT_KINDS and (tool, kind) not in HELD_OUT_PAIRS)
-
-    for op in ops:
-        tool, endpoint = op["tool"], op["endpoint"]
-        uses[(tool, None)] = uses.get((tool, None), 0) + 1
-        uses[(tool, endpoint)] = nth = uses.get((tool, endpoint), 0) + 1
-        if (tool, endpoint) not in WRITE_ENDPOINTS or (tool, endpoint) in ROUTED_ENDPOINTS:
-            continue
-        for kind in BREAKING_KINDS:
-            if not allowed(tool, kind):
-                continue
-            variants = [
-                v
-                for v in CATALOGUE[(tool, endpoint)].get(kind, ())
-                if kind == "new_required_param" or _param_of(kind, v) in op["params"]
-            ]
-            if variants:
-                cruxes.append((tool, endpoint, kind, variants, nth))
-    options: dict[str, list[tuple[str, str | None, list[dict[str, Any]], int]]] = {}
-    for (tool, endpoint), count in uses.items():
-        if endpoint is None:
-            for kind in sorted(TOOL_WIDE_KINDS):
-                if allowed(tool, kind):
-                    options.setdefault(kind, []).append((tool, None, TOOL_WIDE[kind], count))
-            continue
-        for kind, variants in CATALOGUE.get((tool, endpoint), {}).items():
-            if allowed(tool, kind):
-                options.setdefault(kind, []).append((tool, endpoint, variants, count))
-
+    signature = tuple((op["tool"], op["endpoint"], tuple(sorted(op["params"]))) for op in ops)
+    cruxes, crux_weights, kinds, kind_weights, options = _drift_options(signature, split)
     # Every (write, kind, variant) is equally likely to be the crux, and extra kinds are drawn with
     # weight sqrt(number of their variants): every kind stays common while the schedules spread.
-    tool, endpoint, kind, variants, nth = rng.choices(cruxes, [len(c[3]) for c in cruxes])[0]
+    tool, endpoint, kind, variants, nth = rng.choices(cruxes, crux_weights)[0]
     plan = [DriftSpec(tool, kind, None, endpoint, dict(rng.choice(variants)), on_call=nth)]
     taken: dict[tuple[str, str | None], list[str]] = {(tool, endpoint): [kind]}
     wanted = rng.choice((3, 3, 4)) if tier == "easy" else rng.choice((3, 3, 4, 4))
-    kinds = sorted(options)
-    weights = [sum(len(o[2]) for o in options[k]) ** 0.5 for k in kinds]
     attempts = 0
     while len(plan) < wanted and attempts < 50:
         attempts += 1
-        kind = rng.choices(kinds, weights)[0]
-        tool, endpoint, variants, count = rng.choices(options[kind], [len(o[2]) for o in options[kind]])[0]
+        kind = rng.choices(kinds, kind_weights)[0]
+        targets, weights = options[kind]
+        tool, endpoint, variants, count = rng.choices(targets, weights)[0]
         already = taken.get((tool, endpoint), [])
         if not _compatible(kind, already):
             continue
@@ -849,6 +843,47 @@ def draw_drifts(
         plan.append(DriftSpec(tool, kind, None, endpoint, details, on_call=rng.randint(1, count)))
     plan.sort(key=lambda d: (d.tool, d.endpoint or "", d.on_call, _ORDER[d.kind]))
     return tuple(plan)
+
+
+@lru_cache(maxsize=256)
+def _drift_options(signature: tuple[tuple[str, str, tuple[str, ...]], ...], split: str):
+    """What a plan of this shape can draw: crux candidates and, per kind, the targets of extra
+    drifts with their weights (a plan's shape is its calls and the parameters they pass)."""
+
+    def allowed(tool: str, kind: str) -> bool:
+        return split == "test" or (kind not in HELD_OUT_KINDS and (tool, kind) not in HELD_OUT_PAIRS)
+
+    uses: dict[tuple[str, str | None], int] = {}
+    cruxes = []
+    for tool, endpoint, params in signature:
+        uses[(tool, None)] = uses.get((tool, None), 0) + 1
+        uses[(tool, endpoint)] = nth = uses.get((tool, endpoint), 0) + 1
+        if (tool, endpoint) not in WRITE_ENDPOINTS or (tool, endpoint) in ROUTED_ENDPOINTS:
+            continue
+        for kind in BREAKING_KINDS:
+            if not allowed(tool, kind):
+                continue
+            variants = [
+                v
+                for v in CATALOGUE[(tool, endpoint)].get(kind, ())
+                if kind == "new_required_param" or _param_of(kind, v) in params
+            ]
+            if variants:
+                cruxes.append((tool, endpoint, kind, variants, nth))
+    targets: dict[str, list[tuple[str, str | None, list[dict[str, Any]], int]]] = {}
+    for (tool, endpoint), count in uses.items():
+        if endpoint is None:
+            for kind in sorted(TOOL_WIDE_KINDS):
+                if allowed(tool, kind):
+                    targets.setdefault(kind, []).append((tool, None, TOOL_WIDE[kind], count))
+            continue
+        for kind, variants in CATALOGUE.get((tool, endpoint), {}).items():
+            if allowed(tool, kind):
+                targets.setdefault(kind, []).append((tool, endpoint, variants, count))
+    kinds = sorted(targets)
+    options = {kind: (targets[kind], [len(t[2]) for t in targets[kind]]) for kind in kinds}
+    kind_weights = [sum(options[kind][1]) ** 0.5 for kind in kinds]
+    return cruxes, [len(c[3]) for c in cruxes], kinds, kind_weights, options
 
 
 def _param_of(kind: str, variant: dict[str, Any]) -> str:
@@ -871,7 +906,7 @@ def _compatible(kind: str, already: list[str]) -> bool:
 @lru_cache(maxsize=16)
 def _start_docs(tools: tuple[str, ...]) -> dict[str, Any]:
     """The documentation every episode of a tool set starts with (shared, read-only)."""
-    return {name: build_view(API_CLASSES[name]({})) for name in tools}
+    return freeze({name: build_view(API_CLASSES[name]({})) for name in tools})
 
 
 @lru_cache(maxsize=1)
