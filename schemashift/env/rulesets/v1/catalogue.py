@@ -70,6 +70,8 @@ _COMMON = [
     *_choice("client", "the calling application", ("assistant",), ("assistant", "web"), ("agent", "cli")),
     *_choice("api_version", "the API version the call is written for", ("2026-05-01",), ("v2",), ("2.1", "2.0")),
     *_choice("locale", "the language of generated text", ("en-US",), ("en-GB", "en-US")),
+    *_choice("tenant", "the workspace the call acts in", ("main",), ("main", "sandbox"), ("prod",)),
+    _required("trace_id", "a non-empty string that groups the calls of one task in the logs", "trace-0001"),
 ]
 
 CATALOGUE: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {
@@ -166,8 +168,10 @@ CATALOGUE: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {
         ],
     },
     ("crm", "update_contact"): {
-        "field_rename": _renames("status", "lifecycle_status", "state", "stage", "contact_status")
-        + _renames("contact_id", "id", "contact_ref", "record_id"),
+        "field_rename": _renames(
+            "status", "lifecycle_status", "state", "stage", "contact_status", "status_code", "crm_status"
+        )
+        + _renames("contact_id", "id", "contact_ref", "record_id", "contact_key", "uid"),
         "endpoint_deprecation": _replacements("update_contact", "contacts.patch"),
         "new_required_param": [
             *_COMMON,

@@ -767,9 +767,9 @@ _PART_TOOL = {"status": "crm", "notice": "mail", "meeting": "calendar", "cancel"
 
 #: family id -> (tier, builder, step limit, tools)
 FAMILIES: dict[str, tuple[str, Any, int, tuple[str, ...]]] = {
-    "onboard_new_hire": ("easy", onboard_new_hire, 18, ("mail", "calendar")),
-    "meeting_invite_blast": ("easy", meeting_invite_blast, 24, ("mail",)),
-    "customer_lookup": ("easy", customer_lookup, 18, ("crm",)),
+    "onboard_new_hire": ("easy", onboard_new_hire, 20, ("mail", "calendar")),
+    "meeting_invite_blast": ("easy", meeting_invite_blast, 26, ("mail",)),
+    "customer_lookup": ("easy", customer_lookup, 20, ("crm",)),
     "customer_escalation": ("medium", customer_escalation, 24, ("mail", "calendar", "crm")),
     "weekly_report": ("medium", weekly_report, 22, ("mail", "calendar", "crm")),
     "event_cleanup": ("medium", event_cleanup, 26, ("mail", "calendar")),

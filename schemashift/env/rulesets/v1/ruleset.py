@@ -723,10 +723,8 @@ def _build_task(scenario: str, seed: int) -> Task:
     """The task of (scenario, seed).
 
     A world whose criteria contradict each other is drawn again (`families.Redraw`), and so is a
-    drift plan whose oracle solution would not fit in the step limit with two steps to spare, so
-    every seed is solvable. Without a rate limit the oracle needs at most one call per planned
-    write, one failed call, one inspection and one report per drift, and the completion, so only
-    plans with a rate limit (which can force waiting) are played.
+    drift plan that an honest agent (one that reads what it must) could not finish with two steps
+    to spare (`_honest_steps_bound`), so every seed is solvable from what the agent is shown.
     """
     split = _split_of(seed)
     world_rng = _derived_rng(scenario, seed, "world")
@@ -754,30 +752,39 @@ def _build_task(scenario: str, seed: int) -> Task:
     else:
         raise RuntimeError(f"no consistent world for {scenario} seed {seed}")
     drift_rng = _derived_rng(scenario, seed, "drift")
-    writes: dict[str, int] = {}
+    calls: dict[str, int] = {}
     for op in spec.ops:
-        if (op["tool"], op["endpoint"]) in WRITE_ENDPOINTS:
-            writes[op["tool"]] = writes.get(op["tool"], 0) + 1
-    for _ in range(20):
+        calls[op["tool"]] = calls.get(op["tool"], 0) + 1
+    for _ in range(50):
         plan = draw_drifts(drift_rng, spec.ops, tier, split)
-        task = _task(scenario, seed, tier, family, max_steps, spec, split, plan)
-        if _oracle_steps_bound(plan, writes) <= max_steps - 2:
-            return task
-        if len(_oracle_ruleset().play_oracle(task)) <= max_steps - 2:
-            return task
+        if _honest_steps_bound(plan, calls) <= max_steps - 2:
+            return _task(scenario, seed, tier, family, max_steps, spec, split, plan)
     raise RuntimeError(f"no solvable drift plan for {scenario} seed {seed}")
 
 
-def _oracle_steps_bound(plan: tuple[DriftSpec, ...], writes: dict[str, int]) -> int:
-    """An upper bound on the oracle's steps: its writes (none fails), an inspection and a report
-    per drift, the completion, and, per rate-limited tool, the steps its writes may have to wait:
-    k calls at c per w steps span at most (ceil(k / c) - 1) * w steps more than they take."""
-    bound = sum(writes.values()) + 2 * len(plan) + 1
+def _honest_steps_bound(plan: tuple[DriftSpec, ...], calls: dict[str, int]) -> int:
+    """An upper bound on the steps of an honest agent that reads what the task needs: every
+    documented call; one failed call per drift that breaks calls (and per rate limit, a 429 before
+    it is known); an inspection and a report per drift; the completion; and, per rate limit, the
+    steps the calls from the one that fires it on may have to wait: k calls at c per w steps span
+    at most (ceil(k / c) - 1) * w steps more than they take. The oracle (no reads, no failures)
+    needs fewer."""
+    failures = dict.fromkeys(calls, 0)
+    for spec in plan:
+        if spec.kind in _FAILING_KINDS:
+            failures[spec.tool] = failures.get(spec.tool, 0) + 1
+    bound = sum(calls.values()) + sum(failures.values()) + 2 * len(plan) + 1
     for spec in plan:
         if spec.kind == "rate_limit_tightening":
-            calls, window = spec.details["calls"], spec.details["per_steps"]
-            bound += max(0, -(-writes.get(spec.tool, 0) // calls) - 1) * window
+            limit, window = spec.details["calls"], spec.details["per_steps"]
+            limited = calls.get(spec.tool, 0) + failures[spec.tool] - spec.on_call + 1
+            bound += max(0, -(-limited // limit) - 1) * window
     return bound
+
+
+#: kinds that cost an honest agent a failed call when it meets them (a deprecation announces
+#: itself in headers before its sunset; a restructure or remap breaks no call)
+_FAILING_KINDS = frozenset({*BREAKING_KINDS, "tool_removal", "rate_limit_tightening"})
 
 
 @lru_cache(maxsize=1024)
