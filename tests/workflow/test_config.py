@@ -106,6 +106,11 @@ BAD_CONFIGS = {
         False,
     ),
     "unknown baseline": (_set("baselines", ["oracle", "nope"]), r"nope", False),
+    "unknown baseline of a ruleset": (
+        _set("evaluation.legacy.baselines", ["oracle", "nope"]),
+        r"unknown baseline policies \['nope'\]",
+        False,
+    ),
     "unknown split": (
         _set("evaluation.legacy", {"scenarios": "all", "seeds": "0", "split": "bogus"}),
         r"'bogus' is not one of \['train', 'test'\]",

@@ -147,17 +147,20 @@ def test_dry_run_lists_every_job(repo_copy):
 
 
 @pytest.mark.timeout(120)
-def test_embedded_default_has_180_cells(repo_copy):
-    """config.yaml: (legacy + v1) x 3 baselines x 6 scenarios (v1: families) x 5 seeds."""
+def test_embedded_default_has_240_cells(repo_copy):
+    """config.yaml: legacy x 3 baselines and v1 x 5 (random and scripted too) x 6 scenarios
+    (v1: families) x 5 seeds."""
     counts, output = dry_run(repo_copy, "--forceall", configfile=None)
-    assert counts["baseline"] == 180
+    assert counts["baseline"] == 240
     assert {k: v for k, v in counts.items() if k not in ("baseline", "env_image")} == {
         "expected_cells": 1,
         "report_config": 1,
         **DOWNSTREAM,
     }
     cells = [outs[0] for rule, outs in planned_outputs(output) if rule == "baseline"]
-    assert len(set(cells)) == 180
+    assert len(set(cells)) == 240
+    assert sum("/v1/scripted/" in cell for cell in cells) == 30
+    assert not any("/legacy/scripted/" in cell or "/legacy/random/" in cell for cell in cells)
 
 
 @pytest.mark.timeout(120)

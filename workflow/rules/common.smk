@@ -76,18 +76,22 @@ def cell_dir(ruleset, policy, scenario, seed):
     return f"{RESULTS}/cells/{ruleset}/{policy}/{scenario}/seed-{seed}"
 
 
-def baseline_cells():
-    unknown = [
-        policy for policy in config["baselines"] if policy not in BUILTIN_POLICIES
-    ]
+def ruleset_baselines(ruleset):
+    """The baseline policies of a ruleset: its `evaluation` entry's own list, else `baselines`."""
+    policies = config["evaluation"].get(ruleset, {}).get("baselines", config["baselines"])
+    unknown = [policy for policy in policies if policy not in BUILTIN_POLICIES]
     if unknown:
         raise ValueError(
             f"config: unknown baseline policies {unknown}; available: {sorted(BUILTIN_POLICIES)}"
         )
+    return policies
+
+
+def baseline_cells():
     return [
         (ruleset, policy, scenario, seed)
         for ruleset in config["rulesets"]
-        for policy in config["baselines"]
+        for policy in ruleset_baselines(ruleset)
         for scenario, seed in evaluation_cells(ruleset)
     ]
 
