@@ -122,7 +122,12 @@ DRIFT_COLUMNS = _columns(
     ("kind", "string", "Drift kind, e.g. field_rename."),
     ("tool", "string", "Tool the drift changes."),
     ("endpoint", "string", "Endpoint the drift changes; null for a tool-wide drift."),
-    ("planned_step", "int32", "Step the drift was scheduled to fire at."),
+    (
+        "planned_step",
+        "int32",
+        "Step the drift was scheduled to fire at; null where drifts fire on the agent's own calls "
+        "(v1: the schedule's `on_call`).",
+    ),
     ("fired_step", "int32", "Step the drift fired at; null if the episode ended first."),
     ("discovered_step", "int32", "First step at or after firing with evidence on the drifted tool."),
     ("reported_step", "int32", "Step the agent reported the drift correctly."),

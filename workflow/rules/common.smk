@@ -78,7 +78,9 @@ def cell_dir(ruleset, policy, scenario, seed):
 
 def ruleset_baselines(ruleset):
     """The baseline policies of a ruleset: its `evaluation` entry's own list, else `baselines`."""
-    policies = config["evaluation"].get(ruleset, {}).get("baselines", config["baselines"])
+    policies = (
+        config["evaluation"].get(ruleset, {}).get("baselines", config["baselines"])
+    )
     unknown = [policy for policy in policies if policy not in BUILTIN_POLICIES]
     if unknown:
         raise ValueError(
