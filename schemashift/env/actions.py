@@ -13,6 +13,8 @@ import json
 from collections.abc import Collection
 from typing import Any
 
+from schemashift.env.frozen import FrozenDict, freeze
+
 CALL_TOOL = "call_tool"
 INSPECT_SCHEMA = "inspect_schema"
 RETRY_WITH_VARIANT = "retry_with_variant"
@@ -88,6 +90,22 @@ class Action:
         else:
             sub = {"summary": self.summary}
         return {"type": self.type, key: sub}
+
+    def frozen(self) -> FrozenDict:
+        """`to_dict()` as read-only data (see schemashift.env.frozen), built directly: the step
+        record's action, shared with the history and every view."""
+        key = SUBOBJECT[self.type]
+        if not self.present:
+            return FrozenDict(type=self.type)
+        if self.type in TOOL_CALL_TYPES:
+            sub = FrozenDict(tool=self.tool, endpoint=self.endpoint, params=freeze(self.params))
+        elif self.type == INSPECT_SCHEMA:
+            sub = FrozenDict(tool=self.tool)
+        elif self.type == REPORT_DRIFT:
+            sub = FrozenDict(tool=self.tool, drift_kind=self.drift_kind, description=self.description)
+        else:
+            sub = FrozenDict(summary=self.summary)
+        return FrozenDict({"type": self.type, key: sub})
 
     def __repr__(self) -> str:
         return f"Action({self.to_dict()!r})"

@@ -7,7 +7,7 @@ from typing import Any
 
 from schemashift.env.actions import Action, InvalidAction, parse_action
 from schemashift.env.episode import Episode
-from schemashift.env.frozen import LEAVES, freeze
+from schemashift.env.frozen import KEPT, freeze
 from schemashift.env.ruleset import Ruleset
 from schemashift.env.rulesets import get_ruleset
 
@@ -98,9 +98,9 @@ class Environment:
         rs.apply_effects(ep, parsed, response)
         record = {
             "step": ep.step,
-            "action": freeze(
-                parsed.to_dict() if parsed is not None else {"type": "invalid", "raw": _printable(action)}
-            ),
+            "action": parsed.frozen()
+            if parsed is not None
+            else freeze({"type": "invalid", "raw": _printable(action)}),
             "response": response,
             "feedback": feedback,
             "drift_events": [d.spec.to_dict() for d in fired] if fired else [],
@@ -123,7 +123,7 @@ class Environment:
         rest is frozen here."""
         out = view.copy()
         for key, value in view.items():
-            if type(value) not in LEAVES:
+            if type(value) not in KEPT:
                 out[key] = freeze(value)
         return out
 

@@ -57,10 +57,10 @@ class FrozenList(list):
 
 
 #: what a frozen container may hold as it is: immutable leaves and frozen containers
-_KEPT = LEAVES | {FrozenDict, FrozenList}
+KEPT = LEAVES | {FrozenDict, FrozenList}
 
 
-def freeze(value: Any, _kept: frozenset = _KEPT) -> Any:
+def freeze(value: Any, _kept: frozenset = KEPT) -> Any:
     """A read-only copy of JSON-shaped data; frozen data and immutable leaves are kept as they
     are (never copied again), objects of other types are deep-copied. A container whose items
     are all kept is copied at C speed."""
@@ -70,11 +70,11 @@ def freeze(value: Any, _kept: frozenset = _KEPT) -> Any:
     if kind is dict:
         if _kept.issuperset(map(type, value.values())):
             return FrozenDict(value)
-        return FrozenDict({key: freeze(item) for key, item in value.items()})
+        return FrozenDict({k: v if type(v) in _kept else freeze(v) for k, v in value.items()})
     if kind is list:
         if _kept.issuperset(map(type, value)):
             return FrozenList(value)
-        return FrozenList([freeze(item) for item in value])
+        return FrozenList([v if type(v) in _kept else freeze(v) for v in value])
     if kind is tuple:
         return tuple(freeze(item) for item in value)
     return copy.deepcopy(value)
