@@ -1,7 +1,9 @@
 """In-process step latency: policy_aware_heuristic episodes over the six legacy scenarios.
 
 The figure covers the whole loop, the agent's decision included, as the original's 86 us/step
-was measured. Target: at most 17 us per step (goal 9 us). Prints the median of several repeats.
+was measured. Target: at most 17 us per step (goal 9 us), set when observations were shared
+read-only views; since they are frozen snapshots (docs/architecture.md) legacy measures about
+21-23 us here, against 13 before. Prints the median of several repeats.
 
 Absolute figures depend on the machine and its load, so the target is really a ratio to the
 original. `--original DIR` takes a checkout of the original SchemaShift repository (it needs
