@@ -32,8 +32,9 @@ the (JSON round-tripped) observation: the task text, the start-of-episode docume
   identified, and a write is retried only after a response that says it did not happen (an
   unclear one is checked against `known_state` first).
 
-On another ruleset (legacy) it plays the policy-aware heuristic: config.yaml lists `baselines`
-for every ruleset alike, so a v1 baseline added there must still play the legacy cells.
+On another ruleset (legacy) it plays the policy-aware heuristic, so that a configuration that
+lists it among the baselines of every ruleset still plays the legacy cells (the embedded default
+lists it for v1 only, under `evaluation.v1.baselines`).
 """
 
 from __future__ import annotations
