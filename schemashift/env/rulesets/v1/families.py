@@ -527,9 +527,9 @@ def customer_lookup(b: Builder) -> FamilySpec:
     description = _pick(
         rng,
         f"A customer wrote to support from {email}. Look them up in the CRM by that address, set their "
-        f"status to '{status}' and name their company in your completion summary.",
+        f"status to '{status}' and name their company, and no other company, in your completion summary.",
         f"Support ticket from {email}: find this contact in the CRM by e-mail, change the status to "
-        f"'{status}' and report the contact's company when you complete the task.",
+        f"'{status}' and report the contact's company (no other company) when you complete the task.",
     )
     return b.finish(description, f"{target['name']} ({email}) is now {status}. Company: {target['company']}.")
 
