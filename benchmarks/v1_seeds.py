@@ -52,7 +52,9 @@ def seed_figures(scenario: str, seeds: int) -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seeds", type=int, default=TEST_SEEDS[1] - TEST_SEEDS[0] + 1)
     args = parser.parse_args()
     ruleset = get_ruleset("v1")
@@ -68,8 +70,10 @@ def main() -> int:
             f"{scenario:<22}{figures['distinct_schedules']:>11.4f}{figures['distinct_texts']:>9.4f}"
             f"{figures['train_equal_to_test']:>12d}{time.perf_counter() - started:>7.1f}"
         )
-    print(f"target: >= {THRESHOLD:.0%} distinct schedules per scenario and no train task equal to a test task: "
-          + ("met" if ok else "NOT met"))
+    print(
+        f"target: >= {THRESHOLD:.0%} distinct schedules per scenario and no train task equal to a test task: "
+        + ("met" if ok else "NOT met")
+    )
     return 0 if ok else 1
 
 

@@ -183,10 +183,12 @@ class Ruleset:
         return docs
 
     def observe(self, ep: Episode, feedback: str) -> dict[str, Any]:
-        """The view of the episode a policy is shown (the Environment hands out a frozen copy).
+        """The view of the episode a policy is shown: a new top-level dict each call.
 
         Views may share parts with earlier views, but a part is never changed in place once it
-        has been in a view: a change makes a new object (the Environment freezes each part once).
+        has been in a view (a change makes a new object). Parts made frozen
+        (`schemashift.env.frozen`) are handed to policies as they are; the Environment freezes
+        the others for every observation.
         """
         raise NotImplementedError
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import copy
 import json
+import pickle
 from typing import Any
 
 import pytest
-
-import pickle
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from schemashift.env import Environment, get_ruleset
 from schemashift.env.frozen import FrozenDict, FrozenList, ReadOnlyError, freeze
@@ -239,3 +240,32 @@ def test_frozen_data_refuses_every_mutation_and_copies_to_plain_data():
     assert frozen == value
     assert type(pickle.loads(pickle.dumps(frozen))) is dict
     assert freeze(frozen) is frozen  # frozen data is shared, never copied again
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_JSON)
+def test_freezing_any_json_keeps_its_value_and_refuses_every_edit(value):
+    frozen = freeze(value)
+    assert frozen == value and text(frozen) == text(value)
+    editable = copy.deepcopy(frozen)
+    assert editable == value
+
+    def containers(node):
+        if isinstance(node, (dict, list)):
+            yield node
+            for item in node.values() if isinstance(node, dict) else node:
+                yield from containers(item)
+
+    for node in containers(frozen):
+        assert type(node) in (FrozenDict, FrozenList)
+        with pytest.raises(ReadOnlyError):
+            node.clear()
+    for node in containers(editable):
+        assert type(node) in (dict, list)

@@ -15,7 +15,18 @@ import random
 
 import pytest
 from v1_agents import hide_unseen, oblivious_actions, play_no_read, shown_before_any_response
-from v1_support import ALL_SEEDS, RULESET, SCENARIOS, TEST_SEEDS, TRAIN_SEEDS, call, complete, inspect, play, report
+from v1_support import (
+    ALL_SEEDS,
+    RULESET,
+    SCENARIOS,
+    TEST_SEEDS,
+    TRAIN_SEEDS,
+    call,
+    complete,
+    inspect,
+    play,
+    report,
+)
 
 from schemashift.env import Environment
 from schemashift.env.rulesets.v1.catalogue import DRIFT_KINDS, HELD_OUT_KINDS, HELD_OUT_PAIRS
@@ -98,7 +109,9 @@ def test_criteria_and_docs_reveal_no_value_the_task_asks_to_find(scenario):
 def test_a_drift_oblivious_agent_fails(scenario):
     """The documented plan with the right values breaks on a drift it does not adapt to."""
     env = Environment(RULESET)
-    successes = sum(play(scenario, seed, oblivious_actions(scenario, seed), env)["success"] for seed in ALL_SEEDS)
+    successes = sum(
+        play(scenario, seed, oblivious_actions(scenario, seed), env)["success"] for seed in ALL_SEEDS
+    )
     assert successes / len(ALL_SEEDS) <= 0.02
 
 
@@ -362,7 +375,7 @@ def test_hill_climbing_from_the_honest_solution_finds_nothing_better(scenario):
     one that earns more under any variant or scores higher."""
     rng = random.Random(f"hill-climb/{scenario}")
     per_seed = SEARCH_EPISODES // SEARCH_SEEDS
-    seeds = TEST_SEEDS[:SEARCH_SEEDS // 2] + TRAIN_SEEDS[:SEARCH_SEEDS // 2]
+    seeds = TEST_SEEDS[: SEARCH_SEEDS // 2] + TRAIN_SEEDS[: SEARCH_SEEDS // 2]
     explored_failures = 0
     for seed in seeds:
         task = RULESET.build_task(scenario, seed)

@@ -11,6 +11,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from v1_support import FAMILIES, RULESET, call, complete, inspect, play, report
 
 from schemashift.env import Environment, InvalidAction
@@ -238,7 +240,9 @@ def test_changing_a_record_the_task_did_not_name_is_a_catastrophe():
     task = RULESET.build_task(family, seed)
     target = task.ground_truth["criteria"][0]["contact_id"]
     other = next(c["contact_id"] for c in task.seed_data["crm"]["contacts"] if c["contact_id"] != target)
-    summary = play_calm(family, seed, [call("crm", "update_contact", contact_id=other, status="x"), complete()])
+    summary = play_calm(
+        family, seed, [call("crm", "update_contact", contact_id=other, status="x"), complete()]
+    )
     assert summary["catastrophe"]
 
 
@@ -414,7 +418,14 @@ def test_one_message_to_the_whole_team_fails_the_one_per_person_criteria():
     family, seed = "meeting_invite_blast", 0
     task = RULESET.build_task(family, seed)
     sends = [op["params"] for op in task.ground_truth["ops"] if op["endpoint"] == "send_message"]
-    as_list = DriftSpec("mail", "type_change", None, "send_message", {"param": "to", "converter": "recipient_as_list"}, on_call=1)
+    as_list = DriftSpec(
+        "mail",
+        "type_change",
+        None,
+        "send_message",
+        {"param": "to", "converter": "recipient_as_list"},
+        on_call=1,
+    )
     env = _with_drifts(family, seed, as_list)
     everyone = [p["to"] for p in sends]
     blast = call("mail", "send_message", to=everyone, subject=sends[0]["subject"], body=sends[0]["body"])
@@ -476,7 +487,9 @@ def test_inviting_someone_the_task_does_not_name_is_damage_even_if_the_event_is_
     task = RULESET.build_task(family, seed)
     event = next(op["params"] for op in task.ground_truth["ops"] if op["endpoint"] == "create_event")
     env = calm(family, seed)
-    obs, _ = env.step(call("calendar", "create_event", **{**event, "attendees": [*event["attendees"], "x@rival.com"]}))
+    obs, _ = env.step(
+        call("calendar", "create_event", **{**event, "attendees": [*event["attendees"], "x@rival.com"]})
+    )
     created = obs["last_response"]["body"]["event_id"]
     summary = _play_env(env, [call("calendar", "delete_event", event_id=created), *_plan(family, seed)])
     assert summary["catastrophe"] and not summary["success"]
@@ -487,7 +500,14 @@ def test_creating_records_the_task_did_not_ask_for_is_damage():
     junk = call("crm", "create_contact", email="junk@nowhere.io", name="Junk Contact")
     assert play_calm(family, seed, [junk, *_plan(family, seed)])["catastrophe"]
     family = "onboard_new_hire"
-    stray = call("calendar", "create_event", title="Scratch", start="2026-02-02T10:00:00Z", end="2026-02-02T10:30:00Z", attendees=[])
+    stray = call(
+        "calendar",
+        "create_event",
+        title="Scratch",
+        start="2026-02-02T10:00:00Z",
+        end="2026-02-02T10:30:00Z",
+        attendees=[],
+    )
     assert play_calm(family, seed, [stray, *_plan(family, seed)])["catastrophe"]
 
 
@@ -506,12 +526,34 @@ def test_a_drift_met_on_the_last_step_counts_for_nothing():
     """Guarantee 4: no drift counts that the agent could not have met (nor report nor recover)."""
     family, seed = "customer_lookup", 0
     plan = RULESET.build_task(family, seed).drift_plan
-    crux = next(d for d in plan if d.endpoint == "update_contact" and d.kind in ("field_rename", "new_required_param", "type_change"))
+    crux = next(
+        d
+        for d in plan
+        if d.endpoint == "update_contact" and d.kind in ("field_rename", "new_required_param", "type_change")
+    )
     env = _with_drifts(family, seed, crux)
-    update = next(a for a in _plan(family, seed) if a.get("tool_call", {}).get("endpoint") == "update_contact")
+    update = next(
+        a for a in _plan(family, seed) if a.get("tool_call", {}).get("endpoint") == "update_contact"
+    )
     while env.episode.step < env.episode.task.max_steps - 1:
         env.step(inspect("crm"))
     env.step(update)
     assert env.episode.done and env.episode.drifts[0].fired
     summary = RULESET.summary(env.episode)
     assert summary["drift_detection"] == 1.0 and summary["adaptation"] == 1.0
+
+
+_WORDS = st.text(alphabet="aAbBéÉ _-.,:'&0129", max_size=30)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_WORDS, phrase=_WORDS.filter(lambda p: p.strip() != ""))
+def test_whole_word_matching_agrees_with_a_regular_expression(text, phrase):
+    """The matcher finds `phrase` exactly where a word-boundary regex over the lowercased text does."""
+    import re
+
+    from schemashift.env.rulesets.v1.grading import has_phrase
+
+    pattern = r"(?<![^\W])" + re.escape(phrase.lower()) + r"(?![^\W])"
+    expected = re.search(pattern, text.lower()) is not None
+    assert has_phrase(text, phrase) == expected

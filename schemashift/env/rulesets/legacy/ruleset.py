@@ -192,15 +192,17 @@ class LegacyRuleset(Ruleset):
                 drift.reported_step = ep.step
                 ep.extra["drift_tally"].detected += 1
                 spec = drift.spec
-                ep.extra["visible_drifts"] = freeze([
-                    *ep.extra["visible_drifts"],
-                    {
-                        "tool": spec.tool,
-                        "kind": spec.kind,
-                        "endpoint": spec.endpoint,
-                        "fires_at_step": spec.fires_at_step,
-                    },
-                ])
+                ep.extra["visible_drifts"] = freeze(
+                    [
+                        *ep.extra["visible_drifts"],
+                        {
+                            "tool": spec.tool,
+                            "kind": spec.kind,
+                            "endpoint": spec.endpoint,
+                            "fires_at_step": spec.fires_at_step,
+                        },
+                    ]
+                )
         elif action.type in TOOL_CALL_TYPES and response is not None and response["ok"]:
             _track_progress(ep.agent_state, action.tool, action.endpoint, action.params, response["body"])
             ep.extra["completion"] = ep.extra["known_state"] = None

@@ -68,7 +68,9 @@ _RESTRUCTURES = [
 _COMMON = [
     _required("request_id", "a non-empty string identifying this request, for tracing", "req-0001"),
     *_choice("client", "the calling application", ("assistant",), ("assistant", "web"), ("agent", "cli")),
-    *_choice("api_version", "the API version the call is written for", ("2026-05-01",), ("v2",), ("2.1", "2.0")),
+    *_choice(
+        "api_version", "the API version the call is written for", ("2026-05-01",), ("v2",), ("2.1", "2.0")
+    ),
     *_choice("locale", "the language of generated text", ("en-US",), ("en-GB", "en-US")),
     *_choice("tenant", "the workspace the call acts in", ("main",), ("main", "sandbox"), ("prod",)),
     _required("trace_id", "a non-empty string that groups the calls of one task in the logs", "trace-0001"),
@@ -76,14 +78,18 @@ _COMMON = [
 
 CATALOGUE: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {
     ("mail", "send_message"): {
-        "field_rename": _renames("to", "recipient", "to_address", "recipient_email", "mail_to", "send_to", "destination")
+        "field_rename": _renames(
+            "to", "recipient", "to_address", "recipient_email", "mail_to", "send_to", "destination"
+        )
         + _renames("subject", "subject_line", "title", "topic", "headline", "mail_subject")
         + _renames("body", "content", "text", "message_body", "body_text", "message"),
         "endpoint_deprecation": _replacements("send_message", "messages.send", "mail.send"),
         "new_required_param": [
             *_COMMON,
             _IDEMPOTENCY,
-            *_choice("priority", "delivery priority", ("normal", "high"), ("standard", "urgent"), ("low", "normal")),
+            *_choice(
+                "priority", "delivery priority", ("normal", "high"), ("standard", "urgent"), ("low", "normal")
+            ),
         ],
         "type_change": [
             {"param": "to", "converter": "recipient_as_list"},
@@ -110,7 +116,9 @@ CATALOGUE: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {
         "response_restructure": _RESTRUCTURES,
     },
     ("calendar", "create_event"): {
-        "field_rename": _renames("attendees", "participants", "invitees", "guests", "people", "attendee_emails")
+        "field_rename": _renames(
+            "attendees", "participants", "invitees", "guests", "people", "attendee_emails"
+        )
         + _renames("title", "summary", "name", "event_title", "event_name")
         + _renames("start", "start_time", "starts_at", "begin", "start_at")
         + _renames("end", "end_time", "ends_at", "finish", "end_at"),
@@ -150,7 +158,9 @@ CATALOGUE: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {
     },
     ("crm", "search_contacts"): {
         "new_required_param": list(_COMMON),
-        "field_rename": _renames("email", "email_address", "primary_email", "contact_email", "mail", "work_email")
+        "field_rename": _renames(
+            "email", "email_address", "primary_email", "contact_email", "mail", "work_email"
+        )
         + _renames("name", "full_name", "display_name", "contact_name"),
         "endpoint_deprecation": _replacements("search_contacts", "contacts.search"),
         "response_restructure": _RESTRUCTURES,
@@ -177,7 +187,9 @@ CATALOGUE: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {
             *_COMMON,
             _REASON,
             _required("updated_by", "a non-empty name of the person making the change", "support agent"),
-            *_choice("source", "where the change comes from", ("support",), ("support", "sales"), ("api", "ui")),
+            *_choice(
+                "source", "where the change comes from", ("support",), ("support", "sales"), ("api", "ui")
+            ),
         ],
         "type_change": [
             {"param": "contact_id", "converter": "contact_id_as_int"},
@@ -189,7 +201,8 @@ CATALOGUE: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {
 
 TOOL_WIDE: dict[str, list[dict[str, Any]]] = {
     "rate_limit_tightening": [
-        {"calls": calls, "per_steps": steps} for calls, steps in ((1, 2), (1, 3), (1, 4), (2, 4), (2, 5), (3, 6))
+        {"calls": calls, "per_steps": steps}
+        for calls, steps in ((1, 2), (1, 3), (1, 4), (2, 4), (2, 5), (3, 6))
     ],
     "error_code_remap": [
         {"remap": {"400": 422, "422": 400}},

@@ -334,7 +334,9 @@ class Builder:
         }
         order = {"mail": 0, "calendar": 1, "crm": 2}
         tools = tuple(sorted(self.tools, key=order.__getitem__))
-        return FamilySpec(self.request(description), tools, seed_data, self.criteria, self.ops, summary, allowed)
+        return FamilySpec(
+            self.request(description), tools, seed_data, self.criteria, self.ops, summary, allowed
+        )
 
     def _check_consistent(self, summary: str) -> None:
         """Redraw a task whose honest messages or summary would fail its own criteria."""
@@ -614,7 +616,9 @@ def weekly_report(b: Builder) -> FamilySpec:
         f"'{title}' on {slot.label} for {slot.minutes} minutes with exactly the sales leads "
         f"{leads[0].name} ({leads[0].email}) and {leads[1].name} ({leads[1].email})."
     )
-    return b.finish(description, f"Sent the {company} weekly report ({len(names)} active) and booked '{title}'.")
+    return b.finish(
+        description, f"Sent the {company} weekly report ({len(names)} active) and booked '{title}'."
+    )
 
 
 CLEANUP_TITLES = (
@@ -710,7 +714,8 @@ def composition(b: Builder, parts: int) -> FamilySpec:
             topic = _pick(rng, "Office closure", "Security training", "Expense deadline", "Parking changes")
             pending.append(("notice", person, topic))
             sentences.append(
-                f"e-mail {person.name} ({person.email}) one message, to them alone, with '{topic}' in the subject"
+                f"e-mail {person.name} ({person.email}) one message, to them alone, "
+                f"with '{topic}' in the subject"
             )
             summary.append(f"notified {person.first}")
         elif kind == "meeting":

@@ -610,7 +610,10 @@ class V1Ruleset(Ruleset):
                 continue
             endpoint, params = self._oracle_call(ep, op)
             response = play(
-                {"type": "call_tool", "tool_call": {"tool": op["tool"], "endpoint": endpoint, "params": params}}
+                {
+                    "type": "call_tool",
+                    "tool_call": {"tool": op["tool"], "endpoint": endpoint, "params": params},
+                }
             )
             if not response["ok"]:
                 raise RuntimeError(f"oracle call failed for {task.scenario} seed {task.seed}: {response}")

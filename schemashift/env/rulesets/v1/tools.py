@@ -161,7 +161,9 @@ class CalendarApi(Api):
 
     def _notify(self, kind: str, event: dict[str, Any], to: list[str]) -> None:
         if to:
-            self.notices.append({"kind": kind, "event_id": event["event_id"], "title": event["title"], "to": to})
+            self.notices.append(
+                {"kind": kind, "event_id": event["event_id"], "title": event["title"], "to": to}
+            )
 
     def _find(self, event_id: str) -> dict[str, Any]:
         for event in self.events:
