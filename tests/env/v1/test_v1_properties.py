@@ -390,3 +390,21 @@ def test_hill_climbing_from_the_honest_solution_finds_nothing_better(scenario):
             if outcome["v1"] >= current_reward:
                 current, current_reward = candidate, outcome["v1"]
     assert explored_failures >= SEARCH_EPISODES // 10  # the search did explore failures
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_seeds_matter_over_the_whole_test_split():
+    """Guarantee 7 at full scale, with the figures benchmarks/v1_seeds.py prints: >= 95% distinct
+    schedules per scenario over all 10,000 test seeds, and no train task equal to a test task."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "v1_seeds.py"
+    spec = importlib.util.spec_from_file_location("v1_seeds", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for scenario in SCENARIOS:
+        figures = module.seed_figures(scenario, 10_000)
+        assert figures["distinct_schedules"] >= 0.95, (scenario, figures)
+        assert figures["train_equal_to_test"] == 0, (scenario, figures)
