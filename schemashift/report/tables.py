@@ -24,6 +24,8 @@ from schemashift.report.stats import LEVEL, PASS_K, Stat, compare, metric_stat, 
 INDEX_FILE = "tables.json"
 SUMMARY_FILE = "summary.md"
 MISSING = "missing"
+#: a subject that is not evaluated on a ruleset at all (nothing was expected there)
+NOT_PLAYED = "not played"
 PROVISIONAL = "\u2020"
 CELL_NOTE = (
     f"Cells: mean [{LEVEL:.0%} bootstrap interval] n=graded episodes. Within a scenario the seeds are "
@@ -519,13 +521,10 @@ def legacy_vs_v1(a: Analysis) -> Table:
     for subject in subjects:
         row = [subject]
         for ruleset in ("legacy", "v1"):
+            played = ruleset in a.rulesets and subject in a.subjects(ruleset)
             for metric in METRICS:
-                stat = (
-                    a.stat(ruleset, subject, metric, OVERALL)
-                    if ruleset in a.rulesets
-                    else Stat(None, None, None, 0)
-                )
-                row.append(cell_text(stat))
+                stat = a.stat(ruleset, subject, metric, OVERALL) if played else Stat(None, None, None, 0)
+                row.append(cell_text(stat) if played else NOT_PLAYED)
                 records.append(stat_record(stat, subject=subject, ruleset=ruleset, metric=metric))
         rows.append(row)
     return Table(
@@ -536,7 +535,8 @@ def legacy_vs_v1(a: Analysis) -> Table:
         rows,
         records,
         "Legacy score is the final shaped total and its success the binary reward; v1 has its own score and "
-        f"success. {MISSING}: the ruleset was not run.",
+        f"success. {NOT_PLAYED}: the baseline is not played on that ruleset (a ruleset's own baselines, "
+        f"or a ruleset not run); {MISSING}: expected but not graded.",
     )
 
 

@@ -303,3 +303,19 @@ def test_configured_runs_without_results_read_missing(aggregated: dict[str, Path
     markdown = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
     assert "| mean score | trained (no checkpoint yet): missing | missing |" in markdown
     assert "| shaped | missing |" in markdown  # Table E: no training metrics
+
+
+def test_a_baseline_played_on_one_ruleset_is_not_played_on_the_other_never_missing() -> None:
+    """A ruleset's own baselines (v1's scripted) are 'not played' on the other ruleset: nothing was
+    expected there, so nothing is missing."""
+    from schemashift.report.tables import MISSING, NOT_PLAYED, legacy_vs_v1
+
+    rows = [{"policy": "oracle", "scenario": "A", "seed": 0, "score": 1.0, "success": 1.0}]
+    rows += [{**row, "ruleset": "v1"} for row in rows]
+    rows.append(
+        {"ruleset": "v1", "policy": "scripted", "scenario": "A", "seed": 0, "score": 0.9, "success": 1.0}
+    )
+    table = legacy_vs_v1(Analysis(episodes(rows), samples=50, seed=0))
+    by_subject = {row[0]: row[1:] for row in table.rows}
+    assert by_subject["scripted"][:2] == [NOT_PLAYED, NOT_PLAYED]
+    assert MISSING not in by_subject["scripted"] and NOT_PLAYED not in by_subject["oracle"]
