@@ -7,7 +7,7 @@ from typing import Any
 
 from schemashift.env.actions import Action, InvalidAction, parse_action
 from schemashift.env.episode import Episode
-from schemashift.env.frozen import KEPT, freeze
+from schemashift.env.frozen import freeze, frozen_view
 from schemashift.env.ruleset import Ruleset
 from schemashift.env.rulesets import get_ruleset
 
@@ -23,12 +23,11 @@ class Environment:
     snapshot that shares nothing mutable with the episode, the world, the ruleset's caches or
     other episodes: the top-level dict is the policy's own, and everything below it is
     read-only (`schemashift.env.frozen`: dict and list subclasses whose mutating methods raise
-    `ReadOnlyError`; `copy.deepcopy(observation)` gives an editable copy). So nothing a policy
-    does to what it is given can change grading, records or what it is shown later, and the
-    parts that do not change from step to step (documentation, past step records) are frozen
-    once and handed out again instead of being copied every step. Inbound, the parameters of an
-    action are copied, so a policy that reuses or edits an action it already stepped cannot
-    reach the world through it.
+    `ReadOnlyError`; `copy.deepcopy(observation)` gives an editable copy). What a step produces
+    (response, action, reward, history record) is frozen where it is made and shared by the
+    records and every later view, so nothing is copied again to show it. Inbound, an action's
+    parameters are frozen too, so a policy that edits an action it already stepped cannot reach
+    the world through it.
 
     `snapshots=False` hands out the ruleset's own views instead (read-only by contract): for
     callers that only serialise them and never let a policy hold them, such as the server,
@@ -48,7 +47,7 @@ class Environment:
             raise ValueError(f"seed must be an integer, got {seed!r}")
         self.episode = self.ruleset.new_episode(scenario, seed, episode_id)
         view = self.ruleset.observe(self.episode, "Episode started.")
-        return self._snapshot(view) if self.snapshots else view
+        return frozen_view(view) if self.snapshots else view
 
     def parse(self, action: Any) -> Action:
         """Validate an action against the ruleset's vocabulary (raises InvalidAction)."""
@@ -115,17 +114,7 @@ class Environment:
         view = rs.observe(ep, feedback)
         if not self.snapshots:
             return view, reward
-        return self._snapshot(view), reward
-
-    def _snapshot(self, view: dict[str, Any]) -> dict[str, Any]:
-        """The policy's observation: a new top-level dict over frozen parts. Parts the ruleset
-        made frozen (documentation, step records, responses) are handed out as they are; the
-        rest is frozen here."""
-        out = view.copy()
-        for key, value in view.items():
-            if type(value) not in KEPT:
-                out[key] = freeze(value)
-        return out
+        return frozen_view(view), reward
 
 
 def _printable(action: Any) -> Any:

@@ -4,8 +4,8 @@
 isinstance and iteration work as for plain ones) whose mutating methods raise `ReadOnlyError`.
 Frozen data can therefore be shared between observations and episodes at no cost: nothing a
 policy does to it can reach the world, the grade or anything it is shown later, and an attempt
-fails loudly instead of corrupting state. `copy.deepcopy` (or `thaw`) gives an editable plain
-copy; pickling gives plain containers too.
+fails loudly instead of corrupting state. `copy.deepcopy` gives an editable plain copy;
+pickling gives plain containers too.
 """
 
 from __future__ import annotations
@@ -80,25 +80,7 @@ def freeze(value: Any, _kept: frozenset = KEPT) -> Any:
     return copy.deepcopy(value)
 
 
-def frozen_view(view: dict[str, Any]) -> dict[str, Any]:
-    """An observation as policies get it: the policy's own top-level dict over frozen parts."""
-    return {key: freeze(value) for key, value in view.items()}
-
-
-def thaw_json(value: Any, _leaves: frozenset = LEAVES) -> Any:
-    """An editable plain deep copy of JSON-shaped data, frozen or not (containers of leaves at C
-    speed); objects of other types are deep-copied."""
-    kind = type(value)
-    if kind is dict or kind is FrozenDict:
-        if _leaves.issuperset(map(type, value.values())):
-            return dict(value)
-        return {key: thaw_json(item) for key, item in value.items()}
-    if kind is list or kind is FrozenList:
-        if _leaves.issuperset(map(type, value)):
-            return list(value)
-        return [thaw_json(item) for item in value]
-    if kind in _leaves:
-        return value
-    if kind is tuple:
-        return tuple(thaw_json(item) for item in value)
-    return copy.deepcopy(value)
+def frozen_view(view: dict[str, Any], _kept: frozenset = KEPT) -> dict[str, Any]:
+    """An observation as policies get it: the policy's own top-level dict over frozen parts
+    (parts frozen already are handed out as they are)."""
+    return {key: value if type(value) in _kept else freeze(value) for key, value in view.items()}

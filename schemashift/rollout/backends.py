@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from schemashift.env.actions import SUBOBJECT, InvalidAction
 from schemashift.env.environment import Environment, EpisodeStateError
-from schemashift.env.frozen import frozen_view
+from schemashift.env.frozen import freeze, frozen_view
 from schemashift.env.ruleset import UnknownScenario
 from schemashift.env.rulesets import UnknownRuleset, get_ruleset
 from schemashift.rollout.wire import ViewDecoder
@@ -131,7 +131,8 @@ class RemoteBackend:
         observation = data["observation"]
         if data["done"]:
             self._outcome = observation["outcome"]
-        return frozen_view(self._views.decode(observation["view_delta"])), observation["reward_breakdown"]
+        view = frozen_view(self._views.decode(observation["view_delta"]))
+        return view, freeze(observation["reward_breakdown"])
 
     def outcome(self) -> dict[str, Any]:
         if self._outcome is None:
