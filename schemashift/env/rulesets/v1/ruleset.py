@@ -192,30 +192,20 @@ class V1Ruleset(Ruleset):
         api = ep.tools.get(action.tool)
         if api is None:
             return []
-        calls = ep.extra["calls"]
-        tool_key = (action.tool, None)
-        calls[tool_key] = on_tool = calls.get(tool_key, 0) + 1
         canonical = api.canonical_of(action.endpoint)
-        on_endpoint = 0
-        if canonical is not None:
-            endpoint_key = (action.tool, canonical)
-            calls[endpoint_key] = on_endpoint = calls.get(endpoint_key, 0) + 1
-        fired = []
-        for drift in ep.drifts:
+        fired = _due_on_call(ep, action.tool, canonical)
+        calls = ep.extra["calls"]
+        for key in ((action.tool, None), (action.tool, canonical)) if canonical else ((action.tool, None),):
+            calls[key] = calls.get(key, 0) + 1
+        for drift in fired:
             spec = drift.spec
-            if drift.fired or spec.tool != action.tool:
-                continue
-            if (spec.endpoint is None and spec.on_call == on_tool) or (
-                spec.endpoint == canonical and spec.on_call == on_endpoint
-            ):
-                api.apply_drift(spec.kind, spec.endpoint, spec.details, step)
-                drift.fired = True
-                drift.fired_step = step
-                fired.append(drift)
-                if spec.kind == "endpoint_deprecation":
-                    ep.extra["retire"].setdefault(step + spec.details["sunset_after"], []).append(
-                        (spec.tool, spec.endpoint)
-                    )
+            api.apply_drift(spec.kind, spec.endpoint, spec.details, step)
+            drift.fired = True
+            drift.fired_step = step
+            if spec.kind == "endpoint_deprecation":
+                ep.extra["retire"].setdefault(step + spec.details["sunset_after"], []).append(
+                    (spec.tool, spec.endpoint)
+                )
         return fired
 
     def call_tool(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
@@ -647,11 +637,14 @@ class V1Ruleset(Ruleset):
         return api.render(endpoint, params)
 
 
-def _due_on_call(ep: Episode, tool: str, canonical: str) -> list[DriftEvent]:
-    """The drifts the next call to `tool`.`canonical` would fire, in plan order (see fire_drifts)."""
+def _due_on_call(ep: Episode, tool: str, canonical: str | None) -> list[DriftEvent]:
+    """The drifts the next call to `tool`.`canonical` fires, in plan order: the one trigger rule
+    that `fire_drifts` applies and the oracle plans with. A drift fires on the agent's
+    `on_call`-th call to its endpoint, or to any endpoint of the tool for a tool-wide kind
+    (`canonical` None: a call to no endpoint of the tool, which counts for tool-wide ones only)."""
     calls = ep.extra["calls"]
     on_tool = calls.get((tool, None), 0) + 1
-    on_endpoint = calls.get((tool, canonical), 0) + 1
+    on_endpoint = calls.get((tool, canonical), 0) + 1 if canonical else 0
     return [
         d
         for d in ep.drifts
@@ -659,7 +652,7 @@ def _due_on_call(ep: Episode, tool: str, canonical: str) -> list[DriftEvent]:
         and d.spec.tool == tool
         and (
             (d.spec.endpoint is None and d.spec.on_call == on_tool)
-            or (d.spec.endpoint == canonical and d.spec.on_call == on_endpoint)
+            or (canonical and d.spec.endpoint == canonical and d.spec.on_call == on_endpoint)
         )
     ]
 
