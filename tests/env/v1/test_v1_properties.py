@@ -240,26 +240,32 @@ def complete_after_first_write(task, actions):
     return actions[: first + 1] + [complete(task.ground_truth["summary"])]
 
 
-def damage_pair(task) -> tuple[dict, dict] | None:
-    """A write to a record the task does not touch, and the write that restores it."""
-    allowed = task.ground_truth["allowed"]
-    if "crm" in task.seed_data:
-        for contact in task.seed_data["crm"]["contacts"]:
-            if contact["contact_id"] not in allowed["mutable"]:
-                cid = contact["contact_id"]
-                return (
-                    call("crm", "update_contact", contact_id=cid, status="churned"),
-                    call("crm", "update_contact", contact_id=cid, status=contact["status"]),
-                )
-    if "calendar" in task.seed_data:
-        for event in task.seed_data["calendar"]["events"]:
-            if event["event_id"] not in allowed["mutable"]:
-                eid = event["event_id"]
-                return (
-                    call("calendar", "update_event", event_id=eid, title="Moved"),
-                    call("calendar", "update_event", event_id=eid, title=event["title"]),
-                )
-    return None
+#: fields a damaging write may change, per tool, with the junk value it writes
+_DAMAGEABLE = {
+    "crm": ("update_contact", "contact_id", {"status": "churned", "name": "X Y", "company": "Nowhere"}),
+    "calendar": ("update_event", "event_id", {"title": "Moved", "location": "Room 0", "status": "tentative"}),
+}
+
+
+def damage_pair(task, rng: random.Random | None = None) -> tuple[dict, dict] | None:
+    """A write to a field the task does not ask to change (of any seeded record, targets
+    included), and the write that restores it: the first such field, or one drawn by `rng`."""
+    mutable = task.ground_truth["allowed"]["mutable"]
+    candidates = []
+    for tool, (endpoint, key, junk) in _DAMAGEABLE.items():
+        records = task.seed_data.get(tool, {}).get("contacts" if tool == "crm" else "events", ())
+        for record in records:
+            for field, value in junk.items():
+                if field not in mutable.get(record[key], ()) and record.get(field) != value:
+                    candidates.append((tool, endpoint, key, record, field, value))
+    if not candidates:
+        return None
+    tool, endpoint, key, record, field, value = rng.choice(candidates) if rng else candidates[0]
+    rid = record[key]
+    return (
+        call(tool, endpoint, **{key: rid, field: value}),
+        call(tool, endpoint, **{key: rid, field: record[field]}),
+    )
 
 
 def damage_and_restore(task, actions):
@@ -310,14 +316,16 @@ def test_farming_strategies_earn_no_more_than_the_honest_solution(scenario):
 
 
 def test_damage_then_restore_never_pays_anywhere_in_the_sequence():
-    """Item 2 of the guarantees: breaking an unrelated record at any point and restoring it at any
-    later point never raises the training reward or the score."""
+    """Item 2 of the guarantees: breaking a field the task does not ask to change (a record and
+    field drawn at random per seed) at any point and restoring it at any later point never
+    raises the training reward or the score."""
     for scenario in SCENARIOS:
+        rng = random.Random(f"damage/{scenario}")
         for seed in FARMING_SEEDS[::8]:
             task = RULESET.build_task(scenario, seed)
             actions = _honest(scenario, seed)
             honest = _outcome(scenario, seed, actions)
-            pair = damage_pair(task)
+            pair = damage_pair(task, rng)
             if pair is None:
                 continue
             for i in range(len(actions)):
@@ -358,7 +366,7 @@ def _mutate(rng: random.Random, task, seq: list, honest: list) -> list:
         elif op == 7:
             seq.insert(i, rng.choice([a for a in honest if a["type"] == "call_tool"]))
         elif op == 8:
-            pair = damage_pair(task)
+            pair = damage_pair(task, rng)
             if pair:
                 seq.insert(i, pair[0])
                 seq.insert(rng.randrange(i + 1, len(seq) + 1), pair[1])
