@@ -8,33 +8,17 @@ without a manifest is an interrupted save and is ignored.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
 from typing import Any
 
+from schemashift.lineage import CHECKPOINT_MANIFEST as MANIFEST
+from schemashift.lineage import adapter_sha256
 from schemashift.rollout.io import write_json
 
-MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
-#: Files whose bytes define an adapter (peft's names).
-ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
-
-
-def adapter_sha256(checkpoint: str | Path) -> str:
-    """SHA-256 of the adapter weights file of a checkpoint folder."""
-    folder = Path(checkpoint)
-    for name in ADAPTER_FILES:
-        path = folder / name
-        if path.is_file():
-            digest = hashlib.sha256()
-            with path.open("rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-            return digest.hexdigest()
-    raise FileNotFoundError(f"{folder}: no adapter weights ({' or '.join(ADAPTER_FILES)})")
 
 
 def write_manifest(checkpoint: str | Path, step: int, **facts: Any) -> dict[str, Any]:

@@ -15,11 +15,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from schemashift.lineage import GO_NO_GO_FILE, GO_NO_GO_STEP, go_no_go
 from schemashift.rollout.io import atomic_write, write_json
 
 LOG_NAME = "metrics.jsonl"
 PARQUET_NAME = "metrics.parquet"
-GO_NO_GO_NAME = "go_no_go.json"
 
 
 class MetricsLog:
@@ -82,47 +82,11 @@ class MetricsLog:
         return path
 
 
-def go_no_go(rows: Iterable[Mapping[str, Any]], at_step: int = 20) -> dict[str, Any] | None:
-    """The seed document's step-20 decision, from the live rows up to `at_step`.
-
-    PROCEED needs all three: the mean reward trends up (least-squares slope over steps > 0), at
-    least one reward above 0, and rewards not stuck at one value. None until `at_step` is logged.
-    """
-    live = sorted(
-        (row for row in rows if not row.get("superseded") and row["step"] <= at_step), key=lambda r: r["step"]
-    )
-    if not live or live[-1]["step"] < at_step:
-        return None
-    steps = [float(row["step"]) for row in live]
-    means = [float(row["reward_mean"]) for row in live]
-    slope = _slope(steps, means)
-    values = {float(row[key]) for row in live for key in ("reward_min", "reward_max", "reward_mean")}
-    checks = {
-        "reward_trending_up": slope > 0,
-        "any_reward_positive": any(float(row["reward_max"]) > 0 for row in live),
-        "not_stuck": len(values) > 1 or any(float(row.get("reward_std") or 0) > 0 for row in live),
-    }
-    return {
-        "step": at_step,
-        "steps_seen": len(live),
-        "reward_slope": slope,
-        "first_reward_mean": means[0],
-        "last_reward_mean": means[-1],
-        "checks": checks,
-        "decision": "PROCEED" if all(checks.values()) else "STOP AND DEBUG",
-    }
-
-
-def _slope(xs: list[float], ys: list[float]) -> float:
-    if len(xs) < 2:
-        return 0.0
-    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-    spread = sum((x - mean_x) ** 2 for x in xs)
-    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread if spread else 0.0
-
-
-def write_go_no_go(run_dir: str | Path, rows: Iterable[Mapping[str, Any]], at_step: int = 20) -> dict | None:
+def write_go_no_go(
+    run_dir: str | Path, rows: Iterable[Mapping[str, Any]], at_step: int = GO_NO_GO_STEP
+) -> dict | None:
+    """Write the step-`at_step` decision (`schemashift.lineage.go_no_go`) once it can be made."""
     verdict = go_no_go(rows, at_step)
     if verdict is not None:
-        write_json(Path(run_dir) / GO_NO_GO_NAME, verdict)
+        write_json(Path(run_dir) / GO_NO_GO_FILE, verdict)
     return verdict

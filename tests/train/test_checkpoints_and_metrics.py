@@ -7,6 +7,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
+from schemashift.lineage import GO_NO_GO_FILE, go_no_go
 from schemashift.train.checkpoints import (
     adapter_sha256,
     complete_checkpoints,
@@ -14,7 +15,7 @@ from schemashift.train.checkpoints import (
     read_manifest,
     write_manifest,
 )
-from schemashift.train.metrics import GO_NO_GO_NAME, MetricsLog, go_no_go, write_go_no_go
+from schemashift.train.metrics import MetricsLog, write_go_no_go
 
 
 def _save(run_dir, step, weights=b"w"):
@@ -88,7 +89,7 @@ def test_go_no_go_proceeds_on_a_rising_varied_reward(tmp_path):
     rows = [_row(step, step / 100) for step in range(1, 21)]
     verdict = write_go_no_go(tmp_path, rows)
     assert verdict["decision"] == "PROCEED" and all(verdict["checks"].values())
-    assert json.loads((tmp_path / GO_NO_GO_NAME).read_text()) == verdict
+    assert json.loads((tmp_path / GO_NO_GO_FILE).read_text()) == verdict
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,101 @@
+"""What a training run produced, named the same way by every layer (standard library only).
+
+A checkpoint's identity is written once, by the trainer, and read by everyone after it:
+- `checkpoint-<step>/manifest.json` ties an adapter to its run, step, base model and the
+  sha256 of its weights (`adapter_sha256`, the one adapter hash: evaluation rows carry the same
+  value, so a row joins the manifest of the adapter it measured);
+- `run.json` beside the checkpoints is the run index: the run's settings and its complete
+  checkpoints, which the aggregation and the report read instead of rebuilding runs from config;
+- `go_no_go` is the seed document's step-20 decision on a run's metric lineage, applied by the
+  trainer when it writes `go_no_go.json` and by the report when it recomputes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+CHECKPOINT_MANIFEST = "manifest.json"
+RUN_INDEX = "run.json"
+RUN_INDEX_VERSION = 1
+GO_NO_GO_FILE = "go_no_go.json"
+GO_NO_GO_STEP = 20
+#: Files whose bytes define an adapter (peft's names), in the order they are looked for.
+ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+
+
+def adapter_sha256(checkpoint: str | Path) -> str:
+    """SHA-256 of the adapter weights file of a checkpoint folder."""
+    folder = Path(checkpoint)
+    for name in ADAPTER_FILES:
+        path = folder / name
+        if path.is_file():
+            digest = hashlib.sha256()
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            return digest.hexdigest()
+    raise FileNotFoundError(f"{folder}: no adapter weights ({' or '.join(ADAPTER_FILES)})")
+
+
+def read_checkpoint_manifest(checkpoint: str | Path) -> dict[str, Any]:
+    """The manifest of a saved checkpoint; a clear error where there is none."""
+    path = Path(checkpoint) / CHECKPOINT_MANIFEST
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"{checkpoint}: no {CHECKPOINT_MANIFEST} (not a complete checkpoint of a training run)"
+        ) from None
+
+
+def read_run_index(run_dir: str | Path) -> dict[str, Any] | None:
+    """The run index of a training run's folder, or None where the run never started."""
+    path = Path(run_dir) / RUN_INDEX
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())
+
+
+def go_no_go(rows: Iterable[Mapping[str, Any]], at_step: int = GO_NO_GO_STEP) -> dict[str, Any] | None:
+    """The seed document's step-`at_step` decision, from the live rows up to `at_step`.
+
+    PROCEED needs all three: the mean reward trends up (least-squares slope over the logged
+    steps), at least one step's maximum reward above 0, and rewards not stuck at one value.
+    None until `at_step` is logged: before that there is nothing to decide.
+    """
+    live = sorted(
+        (row for row in rows if not row.get("superseded") and int(row["step"]) <= at_step),
+        key=lambda row: int(row["step"]),
+    )
+    if not live or int(live[-1]["step"]) < at_step:
+        return None
+    steps = [float(row["step"]) for row in live]
+    means = [float(row["reward_mean"]) for row in live]
+    slope = _slope(steps, means)
+    values = {float(row[key]) for row in live for key in ("reward_min", "reward_max", "reward_mean")}
+    checks = {
+        "reward_trending_up": slope > 0,
+        "any_reward_positive": any(float(row["reward_max"]) > 0 for row in live),
+        "not_stuck": len(values) > 1 or any(float(row.get("reward_std") or 0) > 0 for row in live),
+    }
+    return {
+        "step": at_step,
+        "steps_seen": len(live),
+        "reward_slope": slope,
+        "first_reward_mean": means[0],
+        "last_reward_mean": means[-1],
+        "checks": checks,
+        "decision": "PROCEED" if all(checks.values()) else "STOP AND DEBUG",
+    }
+
+
+def _slope(xs: list[float], ys: list[float]) -> float:
+    if len(xs) < 2:
+        return 0.0
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread if spread else 0.0
