@@ -8,6 +8,7 @@ the same exception the in-process environment would have raised.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from openenv.core.env_server.interfaces import Environment as OpenEnvEnvironment
@@ -145,22 +146,15 @@ class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftOb
 
     # A step takes tens of microseconds of pure Python: running it on the event loop costs less
     # than OpenEnv's default hand-off to the session's worker thread and back.
-    async def reset_async(
-        self,
-        seed: int | None = None,
-        episode_id: str | None = None,
-        scenario: str | None = None,
-        ruleset: str | None = None,
-        view_delta: bool = False,
-        outcome: bool = False,
-        **kwargs: Any,
-    ) -> SchemaShiftObservation:
-        return self.reset(seed, episode_id, scenario, ruleset, view_delta, outcome, **kwargs)
+    async def reset_async(self, *args: Any, **kwargs: Any) -> SchemaShiftObservation:
+        return self.reset(*args, **kwargs)
 
-    async def step_async(
-        self, action: SchemaShiftAction, timeout_s: float | None = None, **kwargs: Any
-    ) -> SchemaShiftObservation:
-        return self.step(action, timeout_s, **kwargs)
+    async def step_async(self, *args: Any, **kwargs: Any) -> SchemaShiftObservation:
+        return self.step(*args, **kwargs)
+
+    # OpenEnv passes a request only the fields these signatures name: they are reset's and step's.
+    reset_async.__signature__ = inspect.signature(reset)
+    step_async.__signature__ = inspect.signature(step)
 
     @property
     def state(self) -> SchemaShiftState:
