@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from schemashift.report import published
 from schemashift.report.load import (
     catalogue_tier,
     manifest_cells,
@@ -36,6 +37,14 @@ METRICS = {"score": "mean score", "success": "success rate"}
 #: the seed document's names for the legacy ruleset's headline columns
 SEED_METRICS = {"legacy": ("shaped_total", "binary")}
 DEFAULT_REWARD = "v1"
+#: per-episode cost columns -> their names in tables and figures
+EFFICIENCY_COLUMNS = {
+    "tool_calls": "tool calls",
+    "tokens_in": "tokens in",
+    "tokens_out": "tokens out",
+    "steps": "turns",
+    "wall_s": "wall s",
+}
 #: share of the way from the first to the peak smoothed reward that counts as converged
 CONVERGED = 0.9
 
@@ -55,6 +64,11 @@ class Run:
 
     def label(self, step: int) -> str:
         return f"{self.name}@step-{step}"
+
+    @property
+    def trained_subject(self) -> str | None:
+        """The subject the report calls "trained": the checkpoint at `final_step`."""
+        return None if self.final_step is None else self.label(self.final_step)
 
 
 @dataclass
@@ -326,6 +340,73 @@ class Analysis:
             return None
         reached = rows["step"][smooth >= first + CONVERGED * (peak - first)]
         return int(reached.iloc[0]) if len(reached) else None
+
+
+def ablation_groups(a: Analysis, vary: str) -> list[list[Any]]:
+    """Runs that differ only in `vary` (reward or base_model): same ruleset and the other field."""
+    keep = "base_model" if vary == "reward" else "reward"
+    groups: dict[tuple[Any, Any], list[Any]] = {}
+    for run in a.runs.values():
+        groups.setdefault((run.ruleset, getattr(run, keep)), []).append(run)
+    return [g for g in groups.values() if len({getattr(r, vary) for r in g}) > 1]
+
+
+def published_stat(a: Analysis, metric: str, scenarios: Sequence[str]) -> Stat:
+    import pandas as pd
+
+    rows = pd.DataFrame(published.gpt_oss_rows())
+    return metric_stat(rows, metric, scenarios, a.samples, a.seed)
+
+
+def efficiency_reference(a: Analysis, ruleset: str, subject: str) -> str | None:
+    kind = a.kinds.get(subject)
+    if kind == "checkpoint":
+        run = a.runs.get(subject.rpartition("@step-")[0])
+        return a.base_subject(run) if run else None
+    reference = (a.config.get("report") or {}).get("efficiency_reference", "policy_aware_heuristic")
+    return reference if reference != subject and reference in a.subjects(ruleset) else None
+
+
+def savings(a: Analysis, ruleset: str, subject: str, reference: str) -> dict[str, Any]:
+    """Savings of `subject` against `reference` over the cells both solved: 1 - sum(subject) / sum(ref)."""
+    keys = ["scenario", "seed", "sample_index"]
+    mine = a.rows(ruleset, subject)
+    ref = a.rows(ruleset, reference)
+    both = mine[mine["success"] == 1].merge(ref[ref["success"] == 1], on=keys, suffixes=("", "_ref"))
+    out: dict[str, Any] = {"solved_by_both": len(both)}
+    for column in ("tool_calls", "tokens_in", "tokens_out", "steps"):
+        total = both[f"{column}_ref"].sum() if len(both) else 0
+        out[column] = None if not len(both) or not total else float(1 - both[column].sum() / total)
+    return out
+
+
+def drift_outcomes(a: Analysis, ruleset: str) -> list[dict[str, Any]]:
+    """Per subject and drift kind: planned, fired, discovered, reported, failed-on and recovered
+    drifts, the recovery rate (recovered / failed on) and the mean steps to recover."""
+    records = []
+    drifts = a.drifts[a.drifts["ruleset"] == ruleset]
+    for (subject, kind), group in sorted(
+        drifts.groupby(["label", "kind"], dropna=False), key=lambda x: (str(x[0][0]), str(x[0][1]))
+    ):
+        recovered = int(group["recovered_step"].notna().sum())
+        failed = int(group["failed_step"].notna().sum())
+        recover = group["steps_to_recover"].dropna()
+        records.append(
+            {
+                "ruleset": ruleset,
+                "subject": subject,
+                "kind": kind,
+                "planned": len(group),
+                "fired": int(group["fired_step"].notna().sum()),
+                "discovered": int(group["discovered_step"].notna().sum()),
+                "reported": int(group["reported_step"].notna().sum()),
+                "failed": failed,
+                "recovered": recovered,
+                "recovery_rate": recovered / failed if failed else None,
+                "mean_steps_to_recover": float(recover.mean()) if len(recover) else None,
+            }
+        )
+    return records
 
 
 def smoothed(series: pd.Series) -> pd.Series:
