@@ -286,9 +286,9 @@ def _curve_with_band(ax, points, color, label: str, **line) -> None:
 
 
 def _curve(a: Analysis, run, ruleset: str, metric: str) -> list[tuple[int, Stat]]:
-    base = a.base_subject(run)
-    points = [(0, a.stat(ruleset, base, metric, OVERALL))] if base else []
-    points += [(s, a.stat(ruleset, run.label(s), metric, OVERALL)) for s in run.steps]
+    points = [
+        (step, a.stat(ruleset, subject, metric, OVERALL)) for step, subject in a.checkpoints(run) if subject
+    ]
     return [(step, stat) for step, stat in points if stat.mean is not None]
 
 

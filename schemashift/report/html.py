@@ -215,8 +215,8 @@ def runs_section(a: Analysis) -> list[str]:
             _text(run.ruleset or "unknown"),
             _text(run.reward or "unknown"),
             _text(run.split or "unknown"),
-            _text(", ".join(map(str, run.steps)) or "none"),
-            _text(run.trained_subject or "\u2014"),
+            _text(", ".join(map(str, run.steps)) + ("" if run.indexed else " (planned, not trained)")),
+            _text(run.trained_subject),
             _text(a.base_subject(run) or "missing"),
         ]
         for run in a.runs.values()

@@ -301,7 +301,8 @@ def test_configured_runs_without_results_read_missing(aggregated: dict[str, Path
     table = csv_rows(tmp_path / "out" / "table_a_shaped_legacy.csv")
     assert table and {r["mean"] for r in table} == {""} and {r["n"] for r in table} == {"0"}
     markdown = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
-    assert "| mean score | trained (no checkpoint yet): missing | missing |" in markdown
+    # the run's report step (default: the last of its planned checkpoints), read missing
+    assert "| mean score | trained (step 100): shaped@step-100 | missing |" in markdown
     assert "| shaped | missing |" in markdown  # Table E: no training metrics
 
 

@@ -12,7 +12,12 @@ from schemashift.report.stats import Stat, compare, metric_stat
 from schemashift.report.tables.format import MISSING, Table, cell_text, num, signed, stat_record
 
 SEED_GO_STEPS = (1, 2, 3, 4, 5, 10, 15, 20)
-DEFAULT_GO_STEP = 20
+#: the go/no-go checks (schemashift.lineage's names) -> their columns in go_no_go.csv
+CHECKS = {
+    "reward_trending_up": "trending_up",
+    "any_reward_positive": "any_reward_positive",
+    "not_stuck": "not_stuck",
+}
 TIERS = {
     1: "shaped > 0.1 overall; binary > 0 on 2+ scenarios; shaped > 0.1 on every seed",
     2: "shaped > 0.35 overall; binary > 40% on the easy tier; binary > 0 on a medium scenario",
@@ -210,23 +215,6 @@ def versus_table(a: Analysis) -> Table:
     )
 
 
-def go_no_go(rows) -> dict[str, Any]:
-    """The seed's step-20 check, computed from the metric lineage."""
-    import numpy as np
-
-    early = rows[rows["step"] <= DEFAULT_GO_STEP]
-    rewards = early["reward_mean"].dropna()
-    slope = float(np.polyfit(early.loc[rewards.index, "step"], rewards, 1)[0]) if len(rewards) >= 2 else None
-    top = early["reward_max"].dropna()
-    any_positive = bool((top > 0).any()) if len(top) else bool((rewards > 0).any())
-    checks = {
-        "trending_up": slope is not None and slope > 0,
-        "any_reward_positive": any_positive,
-        "not_stuck": rewards.nunique() > 1,
-    }
-    return {"slope": slope, **checks, "decision": "PROCEED" if all(checks.values()) else "STOP AND DEBUG"}
-
-
 def go_no_go_table(a: Analysis) -> Table:
     rows, records = [], []
     recorded = (a.manifest or {}).get("training") or {}
@@ -234,7 +222,8 @@ def go_no_go_table(a: Analysis) -> Table:
         t = a.training_rows(run.name)
         if t is None:
             continue
-        computed = go_no_go(t)
+        computed = a.go_no_go(run)
+        checks = (computed or {}).get("checks") or {}
         log = []
         for step in SEED_GO_STEPS:
             hit = t[t["step"] == step]
@@ -242,19 +231,28 @@ def go_no_go_table(a: Analysis) -> Table:
                 r = hit.iloc[0]
                 log.append(f"{step}: {r['reward_mean']:.3f} [{num(r['reward_min'])}, {num(r['reward_max'])}]")
         record = (recorded.get(run.name) or {}).get("go_no_go")
+        decision = (
+            f"waiting (step {run.go_no_go_step} not logged)" if computed is None else computed["decision"]
+        )
         recorded_text = MISSING if record is None else json.dumps(record, sort_keys=True)
         rows.append(
             [
                 run.name,
                 "; ".join(log) or MISSING,
-                "yes" if computed["trending_up"] else "no",
-                "yes" if computed["any_reward_positive"] else "no",
-                "yes" if computed["not_stuck"] else "no",
-                computed["decision"],
+                *(_yes_no(checks.get(check)) for check in CHECKS),
+                decision,
                 recorded_text,
             ]
         )
-        records.append({"run": run.name, **computed, "recorded": recorded_text})
+        records.append(
+            {
+                "run": run.name,
+                "slope": None if computed is None else computed["reward_slope"],
+                **{name: checks.get(check) for check, name in CHECKS.items()},
+                "decision": decision,
+                "recorded": recorded_text,
+            }
+        )
     return Table(
         "go_no_go",
         "Seed-document verdicts",
@@ -270,9 +268,13 @@ def go_no_go_table(a: Analysis) -> Table:
         ],
         rows,
         records,
-        "Computed from the metric lineage up to step 20: trending up = positive least-squares slope of the "
-        "mean "
-        "reward; any reward > 0 = some step's maximum reward above 0; not stuck = more than one distinct "
-        "mean. "
-        "The record the training run wrote is shown beside it.",
+        "Computed from the metric lineage up to step 20 by the trainer's rule (schemashift.lineage): "
+        "trending up = positive least-squares slope of the mean reward; any reward > 0 = some step's "
+        "maximum reward above 0; not stuck = the rewards (min, max, mean) take more than one value or some "
+        "step's spread is above 0. Waiting until step 20 is logged. The record the training run wrote is "
+        "shown beside it.",
     )
+
+
+def _yes_no(value: bool | None) -> str:
+    return "\u2014" if value is None else "yes" if value else "no"

@@ -23,10 +23,8 @@ def untrained_vs_trained_tables(a: Analysis) -> list[Table]:
     for run in a.runs.values():
         trained = run.trained_subject
         base = a.base_subject(run)
-        trained_role = (
-            "trained (no checkpoint yet)" if trained is None else f"trained (step {run.final_step})"
-        )
-        for ruleset in a.run_rulesets(run) or ([run.ruleset] if run.ruleset in a.rulesets else []):
+        trained_role = f"trained (step {run.trained_step})"
+        for ruleset in a.run_rulesets(run):
             columns = list(a.groups(ruleset))
             rows, records = [], []
             for metric, title in METRICS.items():
@@ -72,8 +70,8 @@ def untrained_vs_trained_tables(a: Analysis) -> list[Table]:
                     ["metric", "model state", *map(column_title, columns)],
                     rows,
                     records,
-                    "Trained = the final checkpoint (or report.trained_steps), never the best one on the "
-                    "test set. "
+                    "Trained = the run's report_step (default: its last checkpoint), never the best one on "
+                    "the test set. "
                     "Paired differences use the (scenario, seed) cells both evaluated; n = pairs.",
                 )
             )
@@ -89,7 +87,7 @@ def _ablation_table(a: Analysis, vary: str, key: str, section: str, title: str) 
         for run in group:
             trained = run.trained_subject
             ruleset = run.ruleset
-            if ruleset not in a.rulesets or trained is None:
+            if ruleset not in a.rulesets:
                 rows.append(
                     [
                         str(number),
@@ -229,8 +227,7 @@ def learning_table(a: Analysis) -> Table:
     for run in a.runs.values():
         base = a.base_subject(run)
         for ruleset in a.run_rulesets(run):
-            points = [(0, base)] + [(s, run.label(s)) for s in run.steps]
-            for step, subject in points:
+            for step, subject in a.checkpoints(run):
                 if subject is None:
                     rows.append([run.name, ruleset, str(step), MISSING, MISSING, MISSING, MISSING])
                     continue
