@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import schemashift
+from schemashift.lineage import GO_NO_GO_FILE, RUN_INDEX, read_run_index
 from schemashift.report import ReportError
 from schemashift.report.load import (
     CELL_KEYS,
     EPISODES_FILE,
-    GO_NO_GO_FILE,
     MODEL_KEYS,
     TRAINING_FILE,
     TRAJECTORIES_FILE,
@@ -161,7 +161,7 @@ def manifest(
     training: Training | None = None,
 ) -> dict[str, Any]:
     """The manifest of an aggregate: code, environment, inputs, the status of every cell and, with
-    training results, each run's metric rows and go/no-go record."""
+    training results, each run's metric rows, go/no-go record and run index."""
     from schemashift import provenance
 
     sha = provenance.git_sha()
@@ -226,10 +226,13 @@ class Training:
 
 
 def merge_training(dirs: Iterable[str | Path]) -> Training:
-    """Every training run's `metrics.parquet` (and `go_no_go.json` beside it) under `dirs`.
+    """Every training run's `metrics.parquet` (and `go_no_go.json` and the run index `run.json`
+    beside it) under `dirs`.
 
     Rows without a run name get their directory's name. Two live (not superseded) rows for one
-    run and step raise ReportError; superseded rows are kept, marked, for the record.
+    run and step raise ReportError; superseded rows are kept, marked, for the record. The run
+    index is what the report builds the run from (base model, checkpoints, reported step), so
+    one that names another run than its metrics raises ReportError.
     """
     import pyarrow as pa
 
@@ -260,17 +263,37 @@ def merge_training(dirs: Iterable[str | Path]) -> Training:
                     )
                 seen[key] = path
             go_path = path.parent / GO_NO_GO_FILE
-            for run in sorted(set(table.column("train_run").to_pylist())):
+            names = sorted(set(table.column("train_run").to_pylist()))
+            index = _run_index(path.parent)
+            if index is not None and index.get("train_run") not in names:
+                raise ReportError(
+                    f"{path.parent / RUN_INDEX}: indexes run {index.get('train_run')!r}, but the metrics "
+                    f"beside it are of {', '.join(names)}"
+                )
+            for run in names:
                 runs[run] = {
                     "metrics": str(path),
                     "rows": table.num_rows,
                     "live_rows": live,
                     "superseded_rows": table.num_rows - live,
                     "go_no_go": read_json(go_path, "go/no-go record") if go_path.is_file() else None,
+                    "index": index if index is not None and index.get("train_run") == run else None,
                 }
             tables.append(table)
     merged = pa.concat_tables(tables) if tables else records.to_table([], records.TRAINING_METRICS_COLUMNS)
     return Training(_sorted(merged, ("train_run", "step", "superseded")), runs)
+
+
+def _run_index(run_dir: Path) -> dict[str, Any] | None:
+    """The run index of a training run's folder (None where the run wrote none), as ReportError
+    where it is unreadable."""
+    try:
+        index = read_run_index(run_dir)
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"{run_dir / RUN_INDEX}: unreadable run index: {exc}") from None
+    if index is not None and not isinstance(index, Mapping):
+        raise ReportError(f"{run_dir / RUN_INDEX}: not a run index (a JSON object)")
+    return index
 
 
 # -- failed-episode examples -----------------------------------------------------------------------

@@ -5,17 +5,23 @@
 
 Subjects are what was evaluated: rule baselines (`rule`), model baselines such as API models
 (`model`), untrained base models at step 0 (`base`) and the checkpoints of training runs
-(`checkpoint`, labelled `<run>@step-<n>`). A run's step 0 is the evaluation of its base model:
-the `base` subject whose rows carry the run's base model (or whose policy is the configured one).
+(`checkpoint`, labelled `<run>@step-<n>`, the rows of one (train_run, checkpoint_step)).
+
+Training runs come from their run index (`run.json`, which the aggregate copies into the
+manifest's `training` section): base model, checkpoints, the step the report calls trained.
+A run configured but never trained comes from its config entry, resolved as the trainer would,
+so its checkpoints read missing. A run's step 0 is the `base` subject `hf:<its base model>`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from schemashift.lineage import GO_NO_GO_STEP, go_no_go
+from schemashift.report import ReportError, published
 from schemashift.report.load import (
     catalogue_tier,
     manifest_cells,
@@ -35,26 +41,84 @@ TIER_PREFIX = "tier:"
 METRICS = {"score": "mean score", "success": "success rate"}
 #: the seed document's names for the legacy ruleset's headline columns
 SEED_METRICS = {"legacy": ("shaped_total", "binary")}
-DEFAULT_REWARD = "v1"
+#: per-episode cost columns -> their names in tables and figures
+EFFICIENCY_COLUMNS = {
+    "tool_calls": "tool calls",
+    "tokens_in": "tokens in",
+    "tokens_out": "tokens out",
+    "steps": "turns",
+    "wall_s": "wall s",
+}
 #: share of the way from the first to the peak smoothed reward that counts as converged
 CONVERGED = 0.9
 
 
 @dataclass
 class Run:
-    """A training run: its config entry (if any) and the checkpoints found or expected."""
+    """A training run: what it trains, its checkpoints (saved or planned) and the one the report
+    calls trained (the run's `report_step`). `indexed`: built from the run's own index."""
 
     name: str
-    base_model: str | None
-    ruleset: str | None
-    reward: str | None
+    base_model: str
+    ruleset: str
+    reward: str
     split: str | None
-    steps: list[int] = field(default_factory=list)
-    final_step: int | None = None
-    in_config: bool = False
+    steps: list[int]
+    trained_step: int
+    indexed: bool
+    go_no_go_step: int = GO_NO_GO_STEP
 
     def label(self, step: int) -> str:
         return f"{self.name}@step-{step}"
+
+    @property
+    def trained_subject(self) -> str:
+        """The subject the report calls "trained": the checkpoint at `trained_step`."""
+        return self.label(self.trained_step)
+
+
+def indexed_run(index: Mapping[str, Any]) -> Run:
+    """A trained run from its run index: the saved and planned checkpoints, and its report step
+    (the trainer resolves it; an index without one reports its last saved step)."""
+    saved = [int(c["step"]) for c in index.get("checkpoints") or []]
+    planned = [int(s) for s in index.get("save_steps") or []]
+    steps = sorted({*saved, *planned})
+    report_step = index.get("report_step")
+    if report_step is None and not planned:
+        raise ReportError(f"run index of {index.get('train_run')!r}: neither report_step nor save_steps")
+    return Run(
+        name=index["train_run"],
+        base_model=index["base_model"],
+        ruleset=index["ruleset"],
+        reward=index["reward"],
+        split=index.get("split"),
+        steps=steps,
+        trained_step=int(report_step) if report_step is not None else planned[-1],
+        indexed=True,
+        go_no_go_step=int(index.get("go_no_go_step") or GO_NO_GO_STEP),
+    )
+
+
+def configured_run(config: Mapping[str, Any], name: str) -> Run:
+    """A run that never trained, from its config entry resolved as the trainer resolves it: its
+    planned checkpoints and its report step (default: the last saved step)."""
+    from schemashift.train.runs import RunConfigError, resolve_run
+
+    try:
+        run = resolve_run(dict(config), name)
+    except RunConfigError as exc:
+        raise ReportError(f"report config: {exc}") from None
+    return Run(
+        name=name,
+        base_model=run.base_model,
+        ruleset=run.ruleset,
+        reward=run.reward,
+        split=run.split,
+        steps=run.save_steps(),
+        trained_step=run.reported_step(),
+        indexed=False,
+        go_no_go_step=run["go_no_go_step"],
+    )
 
 
 @dataclass
@@ -220,69 +284,33 @@ class Analysis:
 
     @cached_property
     def runs(self) -> dict[str, Run]:
-        runs: dict[str, Run] = {}
-        for name, spec in (self.config["train"].get("runs") or {}).items():
-            runs[name] = Run(
-                name,
-                spec.get("base_model"),
-                spec.get("ruleset"),
-                spec.get("reward", DEFAULT_REWARD),
-                spec.get("split"),
-                in_config=True,
-            )
-        found: dict[str, set[int]] = {}
-        base_models: dict[str, str] = {}
-        columns = ("train_run", "checkpoint_step", "base_model")
-        sources = list(zip(*(self.episodes[c] for c in columns), strict=True))
-        sources += [(c.get("train_run"), c.get("checkpoint_step"), None) for c in self.expected]
-        for run, step, base in sources:
-            if run is None or run != run:
-                continue
-            if step is not None and step == step:
-                found.setdefault(run, set()).add(int(step))
-            if isinstance(base, str):
-                base_models.setdefault(run, base)
-        for name, steps in found.items():
-            run = runs.setdefault(name, Run(name, base_models.get(name), None, None, None))
-            run.steps = sorted(steps)
-        if self.training is not None:
-            for name in self.training["train_run"].dropna().unique():
-                runs.setdefault(name, Run(name, base_models.get(name), None, None, None))
-        named = (self.config.get("report") or {}).get("trained_steps") or {}
-        for name, run in runs.items():
-            if run.base_model is None:
-                run.base_model = base_models.get(name)
-            run.final_step = int(named[name]) if name in named else (max(run.steps) if run.steps else None)
-            if run.ruleset is None:
-                rulesets = sorted(set(self.episodes.loc[self.episodes["train_run"] == name, "ruleset"]))
-                run.ruleset = rulesets[0] if rulesets else None
+        """Each trained run from its index, and each configured run that has none."""
+        runs = {}
+        for name, record in ((self.manifest or {}).get("training") or {}).items():
+            if (record or {}).get("index") is not None:
+                runs[name] = indexed_run(record["index"])
+        for name in self.config["train"].get("runs") or {}:
+            if name not in runs:
+                runs[name] = configured_run(self.config, name)
         return dict(sorted(runs.items()))
 
     def run_rulesets(self, run: Run) -> list[str]:
-        """Rulesets on which the run's checkpoints were evaluated or expected."""
+        """Rulesets on which the run's checkpoints were evaluated or expected; where none was, the
+        run's own ruleset (so a run that never trained reads missing there)."""
         labels = {run.label(s) for s in run.steps}
         found = {r for r in self.rulesets if labels & set(self.subjects(r))}
-        return sorted(found)
+        return sorted(found) or ([run.ruleset] if run.ruleset in self.rulesets else [])
 
     def base_subject(self, run: Run) -> str | None:
-        """The step-0 subject of a run: the untrained evaluation of its base model."""
-        candidates = {run.base_model}
-        model = (self.config.get("models") or {}).get(run.base_model) or {}
-        if model.get("policy"):
-            candidates |= {model["policy"], model["policy"].partition(":")[2]}
-        if run.base_model:
-            candidates.add(f"hf:{run.base_model}")
-        rows = self.episodes[self.episodes["train_run"] == run.name]["base_model"].dropna()
-        candidates |= set(rows)
-        candidates.discard(None)
-        bases = self.episodes[self.episodes["kind"] == "base"]
-        for label, base in zip(bases["label"], bases["base_model"], strict=True):
-            if label in candidates or base in candidates:
-                return label
-        for label, kind in self.kinds.items():
-            if kind == "base" and label in candidates:
-                return label
-        return None
+        """A run's step 0: the untrained evaluation of exactly its base model (the `base` subject
+        `hf:<base_model>`), or None where that model was neither evaluated nor expected."""
+        label = f"hf:{run.base_model}"
+        return label if self.kinds.get(label) == "base" else None
+
+    def checkpoints(self, run: Run) -> list[tuple[int, str | None]]:
+        """(step, subject) of every point of a run's learning curve: step 0 (its base model's
+        evaluation) and each checkpoint, whose subject is the rows of (run, step)."""
+        return [(0, self.base_subject(run)), *((step, run.label(step)) for step in run.steps)]
 
     def params_b(self, subject: str) -> float | None:
         """Parameter count (billions) of a subject's model from `models.<name>.params_b`."""
@@ -290,12 +318,7 @@ class Analysis:
         kind = self.kinds.get(subject)
         if kind == "checkpoint":
             run = self.runs.get(subject.rpartition("@step-")[0])
-            if run is None:
-                return None
-            base = self.base_subject(run)
-            if run.base_model in models:
-                return models[run.base_model].get("params_b")
-            return self.params_b(base) if base else None
+            return None if run is None else self.params_b(f"hf:{run.base_model}")
         for name, model in models.items():
             if subject in (name, model.get("policy")):
                 return model.get("params_b")
@@ -305,6 +328,12 @@ class Analysis:
                 if base in (name, model.get("policy"), (model.get("policy") or "").partition(":")[2]):
                     return model.get("params_b")
         return None
+
+    def go_no_go(self, run: Run) -> dict[str, Any] | None:
+        """The step-20 decision on the run's metric lineage, by the rule the trainer applies
+        (None until that step is logged)."""
+        rows = self.training_rows(run.name)
+        return None if rows is None else go_no_go(rows.to_dict("records"), run.go_no_go_step)
 
     def training_rows(self, run: str) -> pd.DataFrame | None:
         if self.training is None or not len(self.training):
@@ -326,6 +355,73 @@ class Analysis:
             return None
         reached = rows["step"][smooth >= first + CONVERGED * (peak - first)]
         return int(reached.iloc[0]) if len(reached) else None
+
+
+def ablation_groups(a: Analysis, vary: str) -> list[list[Any]]:
+    """Runs that differ only in `vary` (reward or base_model): same ruleset and the other field."""
+    keep = "base_model" if vary == "reward" else "reward"
+    groups: dict[tuple[Any, Any], list[Any]] = {}
+    for run in a.runs.values():
+        groups.setdefault((run.ruleset, getattr(run, keep)), []).append(run)
+    return [g for g in groups.values() if len({getattr(r, vary) for r in g}) > 1]
+
+
+def published_stat(a: Analysis, metric: str, scenarios: Sequence[str]) -> Stat:
+    import pandas as pd
+
+    rows = pd.DataFrame(published.gpt_oss_rows())
+    return metric_stat(rows, metric, scenarios, a.samples, a.seed)
+
+
+def efficiency_reference(a: Analysis, ruleset: str, subject: str) -> str | None:
+    kind = a.kinds.get(subject)
+    if kind == "checkpoint":
+        run = a.runs.get(subject.rpartition("@step-")[0])
+        return a.base_subject(run) if run else None
+    reference = (a.config.get("report") or {}).get("efficiency_reference", "policy_aware_heuristic")
+    return reference if reference != subject and reference in a.subjects(ruleset) else None
+
+
+def savings(a: Analysis, ruleset: str, subject: str, reference: str) -> dict[str, Any]:
+    """Savings of `subject` against `reference` over the cells both solved: 1 - sum(subject) / sum(ref)."""
+    keys = ["scenario", "seed", "sample_index"]
+    mine = a.rows(ruleset, subject)
+    ref = a.rows(ruleset, reference)
+    both = mine[mine["success"] == 1].merge(ref[ref["success"] == 1], on=keys, suffixes=("", "_ref"))
+    out: dict[str, Any] = {"solved_by_both": len(both)}
+    for column in ("tool_calls", "tokens_in", "tokens_out", "steps"):
+        total = both[f"{column}_ref"].sum() if len(both) else 0
+        out[column] = None if not len(both) or not total else float(1 - both[column].sum() / total)
+    return out
+
+
+def drift_outcomes(a: Analysis, ruleset: str) -> list[dict[str, Any]]:
+    """Per subject and drift kind: planned, fired, discovered, reported, failed-on and recovered
+    drifts, the recovery rate (recovered / failed on) and the mean steps to recover."""
+    records = []
+    drifts = a.drifts[a.drifts["ruleset"] == ruleset]
+    for (subject, kind), group in sorted(
+        drifts.groupby(["label", "kind"], dropna=False), key=lambda x: (str(x[0][0]), str(x[0][1]))
+    ):
+        recovered = int(group["recovered_step"].notna().sum())
+        failed = int(group["failed_step"].notna().sum())
+        recover = group["steps_to_recover"].dropna()
+        records.append(
+            {
+                "ruleset": ruleset,
+                "subject": subject,
+                "kind": kind,
+                "planned": len(group),
+                "fired": int(group["fired_step"].notna().sum()),
+                "discovered": int(group["discovered_step"].notna().sum()),
+                "reported": int(group["reported_step"].notna().sum()),
+                "failed": failed,
+                "recovered": recovered,
+                "recovery_rate": recovered / failed if failed else None,
+                "mean_steps_to_recover": float(recover.mean()) if len(recover) else None,
+            }
+        )
+    return records
 
 
 def smoothed(series: pd.Series) -> pd.Series:

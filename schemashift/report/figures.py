@@ -14,7 +14,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from schemashift.report.analysis import METRICS, OVERALL, Analysis, smoothed
+from schemashift.report.analysis import (
+    EFFICIENCY_COLUMNS,
+    METRICS,
+    OVERALL,
+    Analysis,
+    ablation_groups,
+    drift_outcomes,
+    smoothed,
+)
 from schemashift.report.load import coverage, coverage_text
 from schemashift.report.stats import LEVEL, Stat
 
@@ -177,7 +185,7 @@ def _wrap(label: str, width: int = 28) -> str:
 
 def overview_subjects(a: Analysis, ruleset: str) -> list[str]:
     """Baselines, untrained models and each run's trained checkpoint (the others: learning curves)."""
-    finals = {run.label(run.final_step) for run in a.runs.values() if run.final_step is not None}
+    finals = {run.trained_subject for run in a.runs.values()}
     return [s for s in a.subjects(ruleset) if a.kinds.get(s) != "checkpoint" or s in finals]
 
 
@@ -278,9 +286,9 @@ def _curve_with_band(ax, points, color, label: str, **line) -> None:
 
 
 def _curve(a: Analysis, run, ruleset: str, metric: str) -> list[tuple[int, Stat]]:
-    base = a.base_subject(run)
-    points = [(0, a.stat(ruleset, base, metric, OVERALL))] if base else []
-    points += [(s, a.stat(ruleset, run.label(s), metric, OVERALL)) for s in run.steps]
+    points = [
+        (step, a.stat(ruleset, subject, metric, OVERALL)) for step, subject in a.checkpoints(run) if subject
+    ]
     return [(step, stat) for step, stat in points if stat.mean is not None]
 
 
@@ -363,8 +371,6 @@ def training_figure(a: Analysis) -> Figure:
 
 
 def ablation_figure(a: Analysis, vary: str) -> Figure:
-    from schemashift.report.tables import ablation_groups
-
     plt = _pyplot()
     name = "Reward ablation" if vary == "reward" else "Model ablation"
     groups = ablation_groups(a, vary)
@@ -398,8 +404,6 @@ def drift_figure(a: Analysis) -> Figure:
     import pandas as pd
     import seaborn as sns
 
-    from schemashift.report.tables import drift_table
-
     plt = _pyplot()
     if a.drifts is None or not len(a.drifts):
         return _empty("Drift recovery", "no drift rows")
@@ -409,7 +413,7 @@ def drift_figure(a: Analysis) -> Figure:
     )
     for ax, ruleset in zip(axes[:, 0], rulesets, strict=True):
         keep = set(overview_subjects(a, ruleset))
-        frame = pd.DataFrame(drift_table(a, ruleset).records)
+        frame = pd.DataFrame(drift_outcomes(a, ruleset))
         frame = frame[frame["subject"].isin(keep) & (frame["failed"] > 0)]
         if not len(frame):
             ax.axis("off")
@@ -505,8 +509,6 @@ def coverage_figure(a: Analysis) -> Figure:
 def efficiency_figure(a: Analysis) -> Figure:
     import pandas as pd
     import seaborn as sns
-
-    from schemashift.report.tables import EFFICIENCY_COLUMNS
 
     plt = _pyplot()
     frames = []

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from schemashift.report import ReportError
 from schemashift.report.figures import INDEX_FILE
 from schemashift.report.load import coverage, coverage_text, manifest_cells, read_json
-from schemashift.report.tables import CELL_NOTE, read_index
-from schemashift.report.tables import INDEX_FILE as TABLES_FILE
+from schemashift.report.tables.format import CELL_NOTE, read_index
+from schemashift.report.tables.format import INDEX_FILE as TABLES_FILE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -215,8 +215,8 @@ def runs_section(a: Analysis) -> list[str]:
             _text(run.ruleset or "unknown"),
             _text(run.reward or "unknown"),
             _text(run.split or "unknown"),
-            _text(", ".join(map(str, run.steps)) or "none"),
-            _text("\u2014" if run.final_step is None else run.label(run.final_step)),
+            _text(", ".join(map(str, run.steps)) + ("" if run.indexed else " (planned, not trained)")),
+            _text(run.trained_subject),
             _text(a.base_subject(run) or "missing"),
         ]
         for run in a.runs.values()

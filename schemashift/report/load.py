@@ -27,7 +27,6 @@ CELL_KEYS = ("ruleset", "policy", "scenario", "seed", "sample_index")
 MODEL_KEYS = ("train_run", "checkpoint_step")
 TRAJECTORIES_FILE = "trajectories.jsonl.gz"
 TRAINING_FILE = "metrics.parquet"
-GO_NO_GO_FILE = "go_no_go.json"
 #: scenario difficulty tiers in display order; other tiers follow, sorted
 TIER_ORDER = ("easy", "medium", "hard")
 

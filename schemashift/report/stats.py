@@ -43,9 +43,6 @@ class Stat:
     n: int
     provisional: bool = False
 
-    def flagged(self, provisional: bool) -> Stat:
-        return Stat(self.mean, self.ci_low, self.ci_high, self.n, self.provisional or provisional)
-
 
 MISSING_STAT = Stat(None, None, None, 0)
 

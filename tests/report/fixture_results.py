@@ -9,8 +9,8 @@ Every episode is played for real by the in-process runner and written by its wri
   has two sides before v1 lands);
 - `results/eval/base/<model>/` (step 0, two base models), `results/eval/<run>/step-<n>/` for three
   runs (a reward ablation and a model ablation of `shaped`), `results/eval/api/gpt-4o-mini/`;
-- `results/train/<run>/metrics.parquet` (with superseded rows after a resume) and
-  `go_no_go.json`.
+- `results/train/<run>/metrics.parquet` (with superseded rows after a resume), `go_no_go.json`
+  and the run index `run.json`.
 
 A model is stood in for by the built-in policies it is recorded as: at each (scenario, seed,
 sample) a checkpoint plays the oracle with a probability that grows with its step, else the naive
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from schemashift.env.rulesets import available_rulesets, get_ruleset
+from schemashift.lineage import RUN_INDEX
 from schemashift.policies import make_policy
 from schemashift.rollout import io, records
 from schemashift.rollout.backends import make_backend
@@ -259,6 +260,7 @@ def _training(results: Path) -> None:
             rows += rerun
         table = records.to_table(rows, records.TRAINING_METRICS_COLUMNS)
         io.write_parquet(results / "train" / run / "metrics.parquet", table)
+        io.write_json(results / "train" / run / RUN_INDEX, run_index(run))
         early = [r["reward_mean"] for r in rows if r["step"] <= 20 and not r["superseded"]]
         io.write_json(
             results / "train" / run / "go_no_go.json",
@@ -270,6 +272,30 @@ def _training(results: Path) -> None:
                 "decision": "PROCEED",
             },
         )
+
+
+def run_index(run: str) -> dict[str, Any]:
+    """The run index the trainer writes beside a run's metrics (schemashift.lineage.RUN_INDEX)."""
+    spec = RUNS[run]
+    return {
+        "schema_version": 1,
+        "train_run": run,
+        "base_model": _base_model(spec["base_model"]),
+        "ruleset": spec["ruleset"],
+        "reward": spec["reward"],
+        "split": spec["split"],
+        "report_step": STEPS[-1],
+        "max_steps": STEPS[-1],
+        "save_steps": list(STEPS),
+        "description": None,
+        "checkpoints": [
+            {"step": s, "path": f"checkpoint-{s}", "adapter_sha256": _adapter(run, s)} for s in STEPS
+        ],
+    }
+
+
+def _adapter(run: str, step: int) -> str:
+    return hashlib.sha256(f"{run}-{step}".encode()).hexdigest()
 
 
 def _metric_row(run: str, step: int, mean: float, rng: random.Random) -> dict[str, Any]:
@@ -316,7 +342,7 @@ def build(
     for run, spec in RUNS.items():
         base = _base_model(spec["base_model"])
         for step in STEPS:
-            adapter = hashlib.sha256(f"{run}-{step}".encode()).hexdigest()
+            adapter = _adapter(run, step)
             context = RunContext(
                 run_id=f"fixture-{run}-{step}",
                 policy=f"{MODELS[spec['base_model']]['policy']}@results/train/{run}/checkpoint-{step}",

@@ -171,9 +171,10 @@ def test_ablation_tables_group_the_right_runs(report_dir: Path) -> None:
         ("binary", "binary"),
     }
     model = rows(report_dir, "table_d")
+    # the base model each run trained, as its run index names it
     assert {(r["run"], r["base_model"]) for r in model} == {
-        ("shaped", "qwen-1.5b"),
-        ("coder", "qwen-coder-1.5b"),
+        ("shaped", "Qwen/Qwen2.5-1.5B-Instruct"),
+        ("coder", "Qwen/Qwen2.5-Coder-1.5B-Instruct"),
     }
     assert all(r["convergence_step"] for r in reward + model)
 

@@ -301,14 +301,16 @@ def test_configured_runs_without_results_read_missing(aggregated: dict[str, Path
     table = csv_rows(tmp_path / "out" / "table_a_shaped_legacy.csv")
     assert table and {r["mean"] for r in table} == {""} and {r["n"] for r in table} == {"0"}
     markdown = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
-    assert "| mean score | trained (no checkpoint yet): missing | missing |" in markdown
+    # the run's report step (default: the last of its planned checkpoints), read missing
+    assert "| mean score | trained (step 100): shaped@step-100 | missing |" in markdown
     assert "| shaped | missing |" in markdown  # Table E: no training metrics
 
 
 def test_a_baseline_played_on_one_ruleset_is_not_played_on_the_other_never_missing() -> None:
     """A ruleset's own baselines (v1's scripted) are 'not played' on the other ruleset: nothing was
     expected there, so nothing is missing."""
-    from schemashift.report.tables import MISSING, NOT_PLAYED, legacy_vs_v1
+    from schemashift.report.tables.benchmark import legacy_vs_v1
+    from schemashift.report.tables.format import MISSING, NOT_PLAYED
 
     rows = [{"policy": "oracle", "scenario": "A", "seed": 0, "score": 1.0, "success": 1.0}]
     rows += [{**row, "ruleset": "v1"} for row in rows]

@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="*",
         default=[],
         metavar="DIR",
-        help="directories holding training runs' metrics.parquet (and go_no_go.json)",
+        help="directories holding training runs' metrics.parquet (and go_no_go.json, run.json)",
     )
     parser.add_argument(
         "--out-training", default=None, metavar="FILE", help="merged training metrics Parquet file"

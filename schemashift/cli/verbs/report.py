@@ -94,9 +94,10 @@ def run(args: argparse.Namespace) -> int:
             args.seed,
         )
         if args.part == "tables":
-            from schemashift.report import tables
+            from schemashift.report.tables import build
+            from schemashift.report.tables.format import write
 
-            written = [str(p) for p in tables.write(tables.build(analysis), out, args.summary)]
+            written = [str(p) for p in write(build(analysis), out, args.summary)]
         elif args.part == "figures":
             from schemashift.report import figures
 

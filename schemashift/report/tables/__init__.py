@@ -1,0 +1,55 @@
+"""`schemashift report tables`: every table of the report, as Markdown (summary.md) and CSV.
+
+Each table is built from `Analysis` as display rows (Markdown, HTML) and tidy records (its CSV,
+`<key>.csv`); `tables.json` holds all of them in order for the HTML report. The modules: `format`
+(cells, the `Table` record, writing), `benchmark` (subjects on the scenarios), `training` (runs and
+their checkpoints) and `seed_document` (the seed document's verdicts).
+"""
+
+from __future__ import annotations
+
+from schemashift.report.analysis import Analysis
+from schemashift.report.tables.benchmark import (
+    baselines_table,
+    coverage_table,
+    drift_table,
+    efficiency_table,
+    examples_table,
+    final_action_table,
+    legacy_vs_v1,
+    overview_tables,
+    parse_table,
+    pass_k_table,
+    per_seed_tables,
+)
+from schemashift.report.tables.format import Table
+from schemashift.report.tables.seed_document import go_no_go_table, verdict_table, versus_table
+from schemashift.report.tables.training import (
+    learning_table,
+    model_ablation_table,
+    reward_ablation_table,
+    training_cost_table,
+    untrained_vs_trained_tables,
+)
+
+
+def build(a: Analysis) -> list[Table]:
+    """Every table, in the order of summary.md."""
+    tables: list[Table] = []
+    for ruleset in a.rulesets:
+        tables += overview_tables(a, ruleset)
+        tables.append(coverage_table(a, ruleset))
+    tables += untrained_vs_trained_tables(a)
+    for ruleset in a.rulesets:
+        tables.append(baselines_table(a, ruleset))
+    tables += [reward_ablation_table(a), model_ablation_table(a), training_cost_table(a), legacy_vs_v1(a)]
+    tables += [learning_table(a), verdict_table(a), versus_table(a), go_no_go_table(a)]
+    for ruleset in a.rulesets:
+        tables += [pass_k_table(a, ruleset), efficiency_table(a, ruleset), final_action_table(a, ruleset)]
+        tables.append(parse_table(a, ruleset))
+        if a.drifts is not None:
+            tables.append(drift_table(a, ruleset))
+    tables.append(examples_table(a))
+    for ruleset in a.rulesets:
+        tables += per_seed_tables(a, ruleset)
+    return tables

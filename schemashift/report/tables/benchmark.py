@@ -1,0 +1,486 @@
+"""The benchmark's tables: per-subject overviews and coverage, baselines against the trained
+models, legacy against v1, pass^k, efficiency, final actions, parse success, drift outcomes,
+failed examples and the per-seed raw tables."""
+
+from __future__ import annotations
+
+import json
+
+from schemashift.report import published
+from schemashift.report.analysis import (
+    EFFICIENCY_COLUMNS,
+    METRICS,
+    OVERALL,
+    TIER_PREFIX,
+    Analysis,
+    drift_outcomes,
+    efficiency_reference,
+    published_stat,
+    savings,
+)
+from schemashift.report.load import coverage, coverage_text
+from schemashift.report.stats import PASS_K, Stat, metric_stat, pass_k_stat
+from schemashift.report.tables.format import (
+    MISSING,
+    NOT_PLAYED,
+    PROVISIONAL,
+    Table,
+    cell_text,
+    column_title,
+    num,
+    size_text,
+    slug,
+    stat_record,
+)
+
+RAW_COLUMNS = (
+    "completion",
+    "drift_detection",
+    "adaptation",
+    "efficiency",
+    "score",
+    "cumulative_reward",
+    "success",
+    "steps",
+)
+
+
+def overview_tables(a: Analysis, ruleset: str) -> list[Table]:
+    out = []
+    columns = list(a.groups(ruleset))
+    for metric, title in METRICS.items():
+        rows, records = [], []
+        for subject in a.subjects(ruleset):
+            stats = [a.stat(ruleset, subject, metric, c) for c in columns]
+            rows.append([subject, *map(cell_text, stats)])
+            records += [
+                stat_record(s, ruleset=ruleset, subject=subject, column=c, metric=metric)
+                for c, s in zip(columns, stats, strict=True)
+            ]
+        out.append(
+            Table(
+                f"{ruleset}_{metric}",
+                f"Ruleset {ruleset}",
+                f"{title.capitalize()} per subject and scenario",
+                ["subject", *map(column_title, columns)],
+                rows,
+                records,
+                "Coverage: " + coverage_text(coverage(a.episodes, a.manifest, ruleset)),
+            )
+        )
+    return out
+
+
+def coverage_table(a: Analysis, ruleset: str) -> Table:
+    scenarios = a.scenarios(ruleset)
+    rows, records = [], []
+    for subject in a.subjects(ruleset):
+        row = [subject]
+        for scenario in scenarios:
+            c = a.cover(ruleset, subject, scenario)
+            expected = "?" if c.expected is None else str(c.expected)
+            text = f"{c.graded}/{expected}"
+            extras = []
+            if c.infra_error:
+                extras.append(f"infra {c.infra_error}")
+            if c.missing:
+                extras.append(f"missing {c.missing}")
+            row.append(
+                text + (f" ({', '.join(extras)})" if extras else "") + (PROVISIONAL if c.provisional else "")
+            )
+            records.append(
+                {
+                    "ruleset": ruleset,
+                    "subject": subject,
+                    "scenario": scenario,
+                    "expected": c.expected,
+                    "graded": c.graded,
+                    "infra_error": c.infra_error,
+                    "missing": c.missing,
+                    "provisional": c.provisional,
+                }
+            )
+        rows.append(row)
+    return Table(
+        f"{ruleset}_coverage",
+        f"Ruleset {ruleset}",
+        "Coverage: graded / expected cells per subject and scenario",
+        ["subject", *scenarios],
+        rows,
+        records,
+        "From the manifest's expected cells (? where no manifest lists the cell); missing and infra_error "
+        f"cells counted apart. {PROVISIONAL}: every aggregate over this subject and scenario is provisional.",
+    )
+
+
+def baselines_table(a: Analysis, ruleset: str) -> Table:
+    """Table B: rule baselines, model baselines (with size), published rows, trained models."""
+    columns = list(a.groups(ruleset))
+    finals = {r.trained_subject for r in a.runs.values()}
+    rows, records = [], []
+    entries = []
+    for subject in a.subjects(ruleset):
+        kind = a.kinds.get(subject)
+        if kind in ("rule", "model", "base") or subject in finals:
+            entries.append((subject, kind))
+    for subject, kind in entries:
+        size = a.params_b(subject)
+        role = {"rule": "rule baseline", "model": "model baseline", "base": "untrained model"}.get(
+            kind, "trained"
+        )
+        stats = [a.stat(ruleset, subject, "score", c) for c in columns]
+        success = a.stat(ruleset, subject, "success", OVERALL)
+        rows.append([subject, role, size_text(size), *map(cell_text, stats), cell_text(success)])
+        records += [
+            stat_record(
+                s, ruleset=ruleset, subject=subject, role=role, params_b=size, metric="score", column=c
+            )
+            for c, s in zip(columns, stats, strict=True)
+        ]
+        records.append(
+            stat_record(
+                success,
+                ruleset=ruleset,
+                subject=subject,
+                role=role,
+                params_b=size,
+                metric="success",
+                column=OVERALL,
+            )
+        )
+    if ruleset == "legacy":
+        known = set(a.scenarios(ruleset))
+        stats = []
+        for c in columns:
+            scenarios = [s for s in a.groups(ruleset)[c] if s in known]
+            present = {r["scenario"] for r in published.gpt_oss_rows()}
+            stats.append(
+                published_stat(a, "score", scenarios)
+                if set(scenarios) <= present
+                else Stat(None, None, None, 0)
+            )
+        success = published_stat(a, "success", [s for s in a.scenarios(ruleset)])
+        label = published.GPT_OSS_120B
+        rows.append(
+            [
+                label,
+                "published, not rerun",
+                size_text(published.GPT_OSS_PARAMS_B),
+                *map(cell_text, stats),
+                cell_text(success),
+            ]
+        )
+        records += [
+            stat_record(
+                s,
+                ruleset=ruleset,
+                subject=label,
+                role="published",
+                params_b=published.GPT_OSS_PARAMS_B,
+                metric="score",
+                column=c,
+            )
+            for c, s in zip(columns, stats, strict=True)
+        ]
+    return Table(
+        f"table_b_{ruleset}",
+        "Table B: baselines vs the trained model",
+        f"Ruleset {ruleset}: mean score per scenario, and overall success rate",
+        ["subject", "kind", "size", *map(column_title, columns), "success (overall)"],
+        rows,
+        records,
+        f"Published rows come from {published.SOURCE}; they are not rerun (seeds 0-2). Size: parameters "
+        "from models.<name>.params_b in the config.",
+    )
+
+
+def legacy_vs_v1(a: Analysis) -> Table:
+    rulesets = [r for r in ("legacy", "v1") if r in a.rulesets]
+    subjects = [s for s in a.subjects(rulesets[0]) if a.kinds.get(s) == "rule"] if rulesets else []
+    for r in rulesets[1:]:
+        subjects += [s for s in a.subjects(r) if a.kinds.get(s) == "rule" and s not in subjects]
+    rows, records = [], []
+    for subject in subjects:
+        row = [subject]
+        for ruleset in ("legacy", "v1"):
+            played = ruleset in a.rulesets and subject in a.subjects(ruleset)
+            for metric in METRICS:
+                stat = a.stat(ruleset, subject, metric, OVERALL) if played else Stat(None, None, None, 0)
+                row.append(cell_text(stat) if played else NOT_PLAYED)
+                records.append(stat_record(stat, subject=subject, ruleset=ruleset, metric=metric))
+        rows.append(row)
+    return Table(
+        "legacy_vs_v1",
+        "Legacy vs v1",
+        "Rule baselines on both rulesets (overall)",
+        ["baseline", "legacy score", "legacy success", "v1 score", "v1 success"],
+        rows,
+        records,
+        "Legacy score is the final shaped total and its success the binary reward; v1 has its own score and "
+        f"success. {NOT_PLAYED}: the baseline is not played on that ruleset (a ruleset's own baselines, "
+        f"or a ruleset not run); {MISSING}: expected but not graded.",
+    )
+
+
+def pass_k_table(a: Analysis, ruleset: str) -> Table:
+    rows, records = [], []
+    scenarios = a.scenarios(ruleset)
+    for subject in a.subjects(ruleset):
+        flag = a.provisional(ruleset, subject, scenarios)
+        stats = [pass_k_stat(a.rows(ruleset, subject), k, scenarios, a.samples, a.seed, flag) for k in PASS_K]
+        rows.append([subject, *map(cell_text, stats)])
+        records += [
+            stat_record(s, ruleset=ruleset, subject=subject, k=k) for k, s in zip(PASS_K, stats, strict=True)
+        ]
+    return Table(
+        f"{ruleset}_pass_k",
+        f"Ruleset {ruleset}",
+        "pass^k: all of k attempts succeed",
+        ["subject", *(f"pass^{k}" for k in PASS_K)],
+        rows,
+        records,
+        "Unbiased estimator per (scenario, seed) cell with n graded samples and c successes: "
+        "pass^k = C(c, k) / C(n, k); averaged over seeds, then scenarios; n = cells. "
+        f"{MISSING} where some cell has fewer than k samples.",
+    )
+
+
+def efficiency_table(a: Analysis, ruleset: str) -> Table:
+    rows, records = [], []
+    for subject in a.subjects(ruleset):
+        mine = a.rows(ruleset, subject)
+        means = {c: (float(mine[c].mean()) if mine[c].notna().any() else None) for c in EFFICIENCY_COLUMNS}
+        reference = efficiency_reference(a, ruleset, subject)
+        saved = savings(a, ruleset, subject, reference) if reference else None
+        if saved:
+            text = ", ".join(
+                f"{EFFICIENCY_COLUMNS[c]} {saved[c]:+.0%}"
+                for c in ("tool_calls", "tokens_in", "tokens_out", "steps")
+                if saved[c] is not None
+            )
+            saved_text = f"vs {reference} on {saved['solved_by_both']} cells both solved: {text or MISSING}"
+        else:
+            saved_text = MISSING
+        rows.append([subject, str(len(mine)), *(num(means[c], 1) for c in EFFICIENCY_COLUMNS), saved_text])
+        records.append(
+            {
+                "ruleset": ruleset,
+                "subject": subject,
+                "n": len(mine),
+                **means,
+                "reference": reference,
+                **{f"saving_{k}": v for k, v in (saved or {}).items()},
+            }
+        )
+    return Table(
+        f"{ruleset}_efficiency",
+        f"Ruleset {ruleset}",
+        "Efficiency per graded episode, and savings versus a reference",
+        ["subject", "episodes", *EFFICIENCY_COLUMNS.values(), "savings"],
+        rows,
+        records,
+        "Means per graded episode. Savings (1 - subject total / reference total) only over the cells both "
+        "solved, with their number; a checkpoint is compared with its untrained base, anything else with "
+        "report.efficiency_reference (default policy_aware_heuristic). Rule policies use no tokens.",
+    )
+
+
+def final_action_table(a: Analysis, ruleset: str) -> Table:
+    g = a.graded[a.graded["ruleset"] == ruleset]
+    actions = sorted(set(g["final_action"].dropna()))
+    rows, records = [], []
+    for subject in a.subjects(ruleset):
+        mine = g[g["label"] == subject]
+        counts = mine["final_action"].value_counts()
+        rows.append(
+            [
+                subject,
+                str(len(mine)),
+                *(
+                    f"{int(counts.get(x, 0))} ({counts.get(x, 0) / len(mine):.0%})" if len(mine) else MISSING
+                    for x in actions
+                ),
+            ]
+        )
+        records += [
+            {
+                "ruleset": ruleset,
+                "subject": subject,
+                "final_action": x,
+                "count": int(counts.get(x, 0)),
+                "episodes": len(mine),
+            }
+            for x in actions
+        ]
+    return Table(
+        f"{ruleset}_final_actions",
+        f"Ruleset {ruleset}",
+        "Final action of each graded episode",
+        ["subject", "episodes", *actions],
+        rows,
+        records,
+        "How episodes ended: complete_task is a voluntary stop, any other action means the step limit was "
+        "hit.",
+    )
+
+
+def parse_table(a: Analysis, ruleset: str) -> Table:
+    rows, records = [], []
+    for subject in a.subjects(ruleset):
+        if a.kinds.get(subject) == "rule":
+            continue
+        mine = a.rows(ruleset, subject)
+        failures = mine["parse_failures"].dropna()
+        steps = mine.loc[failures.index, "steps"].fillna(0)
+        total = float(steps.sum())
+        rate = None if total == 0 else 1 - float(failures.sum()) / total
+        clean = None if not len(failures) else float((failures == 0).mean())
+        rows.append(
+            [subject, str(len(mine)), str(int(total)), str(int(failures.sum())), num(rate), num(clean)]
+        )
+        records.append(
+            {
+                "ruleset": ruleset,
+                "subject": subject,
+                "episodes": len(mine),
+                "actions": total,
+                "parse_failures": int(failures.sum()),
+                "action_parse_rate": rate,
+                "clean_episode_rate": clean,
+            }
+        )
+    return Table(
+        f"{ruleset}_parse",
+        f"Ruleset {ruleset}",
+        "Parse success of model policies",
+        [
+            "subject",
+            "episodes",
+            "actions",
+            "parse failures",
+            "parse-success rate (actions)",
+            "episodes without a parse failure",
+        ],
+        rows,
+        records,
+        "Model subjects only. parse-success rate = 1 - parse failures / actions taken.",
+    )
+
+
+def drift_table(a: Analysis, ruleset: str) -> Table:
+    records = drift_outcomes(a, ruleset)
+    rows = [
+        [
+            str(record["subject"]),
+            str(record["kind"]),
+            *(str(record[k]) for k in ("planned", "fired", "discovered", "reported", "failed", "recovered")),
+            num(record["recovery_rate"], 2),
+            num(record["mean_steps_to_recover"], 2),
+        ]
+        for record in records
+    ]
+    return Table(
+        f"{ruleset}_drifts",
+        f"Ruleset {ruleset}",
+        "Drift outcomes per subject and drift kind",
+        [
+            "subject",
+            "drift kind",
+            "planned",
+            "fired",
+            "discovered",
+            "reported",
+            "failed on",
+            "recovered",
+            "recovery rate",
+            "steps to recover",
+        ],
+        rows,
+        records,
+        "Over all drift rows: discovered = evidence seen on the drifted tool; reported = the agent reported "
+        "it "
+        "correctly; recovered = a successful call after a failure on it; recovery rate = recovered / failed "
+        "on.",
+    )
+
+
+def examples_table(a: Analysis) -> Table:
+    rows, records = [], []
+    for example in a.examples:
+        steps = " | ".join(
+            f"#{s['step']} {s['action']} -> {s['response']}"
+            + (f" [drift: {', '.join(s['drifts'])}]" if s.get("drifts") else "")
+            for s in example["key_steps"]
+        )
+        rows.append(
+            [
+                example["ruleset"],
+                example["subject"],
+                example["scenario"],
+                str(example["seed"]),
+                str(example["sample_index"]),
+                str(example["steps"]),
+                num(example.get("score")),
+                steps,
+            ]
+        )
+        records.append(
+            {k: v for k, v in example.items() if k != "key_steps"}
+            | {"key_steps": json.dumps(example["key_steps"])}
+        )
+    return Table(
+        "failed_examples",
+        "Failed episodes",
+        "Three failed episodes per subject, as key steps (action -> response)",
+        ["ruleset", "subject", "scenario", "seed", "sample", "steps", "score", "key steps"],
+        rows,
+        records,
+        "Picked without randomness by `schemashift aggregate`: failures sorted by scenario, seed and "
+        "sample, one "
+        "scenario at a time. Key steps: the first and last, failed calls, steps where drifts fired, drift "
+        "reports and complete_task.",
+    )
+
+
+def per_seed_tables(a: Analysis, ruleset: str) -> list[Table]:
+    out = []
+    columns = list(a.groups(ruleset))
+    aggregates = [c for c in columns if c.startswith(TIER_PREFIX) or c == OVERALL]
+    for subject in a.subjects(ruleset):
+        mine = a.episodes[(a.episodes["ruleset"] == ruleset) & (a.episodes["label"] == subject)]
+        mine = mine.sort_values(["scenario", "seed", "sample_index"])
+        rows, records = [], []
+        for r in mine.itertuples():
+            values = [None if r.status != "graded" else getattr(r, c) for c in RAW_COLUMNS]
+            rows.append([r.scenario, str(r.seed), str(r.sample_index), *(num(v) for v in values), r.status])
+            records.append(
+                {
+                    "ruleset": ruleset,
+                    "subject": subject,
+                    "scenario": r.scenario,
+                    "seed": r.seed,
+                    "sample_index": r.sample_index,
+                    "status": r.status,
+                    **dict(zip(RAW_COLUMNS, values, strict=True)),
+                }
+            )
+        for column in aggregates:
+            means = []
+            for c in RAW_COLUMNS:
+                if c in ("score", "success"):
+                    means.append(cell_text(a.stat(ruleset, subject, c, column)))
+                else:
+                    stat = metric_stat(a.rows(ruleset, subject), c, a.groups(ruleset)[column], 1, 0)
+                    means.append(num(stat.mean))
+            rows.append([f"{column_title(column)} mean", "", "", *means, ""])
+        out.append(
+            Table(
+                f"{ruleset}_per_seed_{slug(subject)}",
+                f"Per-seed raw tables ({ruleset})",
+                f"{subject}",
+                ["task", "seed", "sample", *RAW_COLUMNS, "status"],
+                rows,
+                records,
+            )
+        )
+    return out

@@ -1,0 +1,161 @@
+"""How a table looks: cells, the `Table` record, and writing summary.md, the CSVs and tables.json.
+
+Cells read `value [low, high] n=N`; `missing` where nothing was graded (never a 0); a trailing
+dagger marks a provisional value (computed over incomplete coverage).
+"""
+
+from __future__ import annotations
+
+import csv
+import io as _io
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from schemashift.report import ReportError
+from schemashift.report.analysis import TIER_PREFIX
+from schemashift.report.stats import LEVEL, Stat
+
+INDEX_FILE = "tables.json"
+SUMMARY_FILE = "summary.md"
+MISSING = "missing"
+#: a subject that is not evaluated on a ruleset at all (nothing was expected there)
+NOT_PLAYED = "not played"
+PROVISIONAL = "\u2020"
+CELL_NOTE = (
+    f"Cells: mean [{LEVEL:.0%} bootstrap interval] n=graded episodes. Within a scenario the seeds are "
+    "resampled (samples of a seed stay together); tier and overall columns average the scenario means "
+    "(each scenario weighs the same) and resample scenarios, then seeds within them. "
+    f"{MISSING}: no graded episode (for a tier or overall: some scenario of it has none), never 0. "
+    f"{PROVISIONAL}: provisional, computed over incomplete coverage (missing or infra_error cells). "
+    "infra_error episodes never enter a mean."
+)
+
+
+@dataclass
+class Table:
+    key: str
+    section: str
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    records: list[dict[str, Any]] = field(default_factory=list)
+    note: str = ""
+
+
+# -- cell formatting -----------------------------------------------------------------------------
+
+
+def cell_text(stat: Stat, digits: int = 3) -> str:
+    if stat.mean is None:
+        return MISSING
+    flag = PROVISIONAL if stat.provisional else ""
+    return f"{stat.mean:.{digits}f} [{stat.ci_low:.{digits}f}, {stat.ci_high:.{digits}f}] n={stat.n}{flag}"
+
+
+def stat_record(stat: Stat, **keys: Any) -> dict[str, Any]:
+    return {**keys, **asdict(stat)}
+
+
+def column_title(column: str) -> str:
+    if column.startswith(TIER_PREFIX):
+        return f"{column.removeprefix(TIER_PREFIX)} (tier)"
+    return column
+
+
+def num(value: Any, digits: int = 3) -> str:
+    if value is None or value != value:
+        return MISSING
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def signed(stat: Stat) -> str:
+    if stat.mean is None:
+        return MISSING
+    flag = PROVISIONAL if stat.provisional else ""
+    return f"{stat.mean:+.3f} [{stat.ci_low:+.3f}, {stat.ci_high:+.3f}] n={stat.n}{flag}"
+
+
+def size_text(size: Any) -> str:
+    return "\u2014" if size is None else f"{size:g}B"
+
+
+def slug(text: str) -> str:
+    """`text` fit for a file name: anything but letters, digits, - and _ becomes _."""
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in text)
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+
+def write(tables: Sequence[Table], out_dir: str | Path, summary: str | Path | None = None) -> list[Path]:
+    """Write each table's CSV, `tables.json` and summary.md; returns the paths written."""
+    from schemashift.rollout import io
+
+    out = Path(out_dir)
+    written = []
+    for table in tables:
+        path = out / f"{table.key}.csv"
+        text = to_csv(table.records)
+        io.atomic_write(path, lambda f, text=text: f.write(text.encode("utf-8")))
+        written.append(path)
+    io.write_json(out / INDEX_FILE, [asdict(t) for t in tables])
+    written.append(out / INDEX_FILE)
+    path = Path(summary) if summary is not None else out / SUMMARY_FILE
+    text = markdown(tables)
+    io.atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+    written.append(path)
+    return written
+
+
+def markdown(tables: Sequence[Table]) -> str:
+    lines = ["# SchemaShift results", "", CELL_NOTE, ""]
+    section = None
+    for table in tables:
+        if table.section != section:
+            section = table.section
+            lines += [f"## {section}", ""]
+        lines += [f"### {table.title}", ""]
+        if table.note:
+            lines += [table.note, ""]
+        lines += [markdown_table(table.header, table.rows) if table.rows else "(nothing to show)", ""]
+    return "\n".join(lines)
+
+
+def to_csv(records: Sequence[Mapping[str, Any]]) -> str:
+    columns = list(dict.fromkeys(k for r in records for k in r))
+    buffer = _io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for row in records:
+        writer.writerow(["" if row.get(c) is None else _csv_value(row[c]) for c in columns])
+    return buffer.getvalue()
+
+
+def _csv_value(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+    return "\n".join([line(header), "| " + " | ".join("---" for _ in header) + " |", *map(line, body)])
+
+
+def read_index(path: str | Path) -> list[Table]:
+    """The tables a `report tables` run wrote (its tables.json)."""
+    from schemashift.report.load import read_json
+
+    data = read_json(path, "table index")
+    if not isinstance(data, list):
+        raise ReportError(f"{path}: not a table index")
+    try:
+        return [Table(**entry) for entry in data]
+    except TypeError as exc:
+        raise ReportError(f"{path}: not a table index: {exc}") from None

@@ -1,0 +1,280 @@
+"""The seed document's verdicts: the TRAINING_LOG win tiers, the trained model against each
+baseline, and the step-20 go/no-go."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from schemashift.report import published
+from schemashift.report.analysis import METRICS, OVERALL, SEED_METRICS, TIER_PREFIX, Analysis, published_stat
+from schemashift.report.stats import Stat, compare, metric_stat
+from schemashift.report.tables.format import MISSING, Table, cell_text, num, signed, stat_record
+
+SEED_GO_STEPS = (1, 2, 3, 4, 5, 10, 15, 20)
+#: the go/no-go checks (schemashift.lineage's names) -> their columns in go_no_go.csv
+CHECKS = {
+    "reward_trending_up": "trending_up",
+    "any_reward_positive": "any_reward_positive",
+    "not_stuck": "not_stuck",
+}
+TIERS = {
+    1: "shaped > 0.1 overall; binary > 0 on 2+ scenarios; shaped > 0.1 on every seed",
+    2: "shaped > 0.35 overall; binary > 40% on the easy tier; binary > 0 on a medium scenario",
+    3: "shaped > 0.6 overall; binary > 70% easy and > 25% medium; evaluated on held-out seeds",
+}
+
+
+def _tier_check(a: Analysis, ruleset: str, subject: str, run) -> dict[str, Any]:
+    shaped_col, binary_col = SEED_METRICS.get(ruleset, ("score", "success"))
+    groups = a.groups(ruleset)
+    shaped = a.stat(ruleset, subject, shaped_col, OVERALL)
+    binary = {s: a.stat(ruleset, subject, binary_col, s) for s in a.scenarios(ruleset)}
+    easy = (
+        a.stat(ruleset, subject, binary_col, TIER_PREFIX + "easy") if TIER_PREFIX + "easy" in groups else None
+    )
+    medium_scen = groups.get(TIER_PREFIX + "medium", [])
+    medium = a.stat(ruleset, subject, binary_col, TIER_PREFIX + "medium") if medium_scen else None
+    rows = a.rows(ruleset, subject)
+    per_seed = []
+    for _seed, part in rows.groupby("seed"):
+        stat = metric_stat(part, shaped_col, a.scenarios(ruleset), 1, 0)
+        per_seed.append(stat.mean)
+    positive = sum(1 for s in binary.values() if s.mean is not None and s.mean > 0)
+    splits = set(rows["split"].dropna())
+    held_out = bool(splits) and run.split is not None and run.split not in splits
+    known = shaped.mean is not None
+
+    def gt(stat: Stat | None, threshold: float) -> bool:
+        return stat is not None and stat.mean is not None and stat.mean > threshold
+
+    def robust(stat: Stat | None, threshold: float) -> bool:
+        return stat is not None and stat.ci_low is not None and stat.ci_low > threshold
+
+    tiers = {
+        1: known
+        and gt(shaped, 0.1)
+        and positive >= 2
+        and bool(per_seed)
+        and all(v is not None and v > 0.1 for v in per_seed),
+        2: known and gt(shaped, 0.35) and gt(easy, 0.40) and any(gt(binary[s], 0) for s in medium_scen),
+        3: known and gt(shaped, 0.6) and gt(easy, 0.70) and gt(medium, 0.25) and held_out,
+    }
+    thresholds = {1: 0.1, 2: 0.35, 3: 0.6}
+    return {
+        "shaped_column": shaped_col,
+        "binary_column": binary_col,
+        "shaped": shaped,
+        "easy": easy,
+        "medium": medium,
+        "positive": positive,
+        "per_seed_min": min((v for v in per_seed if v is not None), default=None),
+        "held_out": held_out,
+        "tiers": tiers,
+        "robust": {t: tiers[t] and robust(shaped, thresholds[t]) for t in tiers},
+    }
+
+
+def verdict_table(a: Analysis) -> Table:
+    rows, records = [], []
+    for run in a.runs.values():
+        trained = run.trained_subject
+        for ruleset in a.run_rulesets(run):
+            check = _tier_check(a, ruleset, trained, run)
+            met = [t for t, ok in check["tiers"].items() if ok]
+            verdict = f"Tier {max(met)}" if met else "no tier"
+            if met and not check["robust"][max(met)]:
+                verdict += " (shaped interval reaches below the threshold)"
+            rows.append(
+                [
+                    run.name,
+                    ruleset,
+                    f"{check['shaped_column']} / {check['binary_column']}",
+                    cell_text(check["shaped"]),
+                    cell_text(check["easy"]) if check["easy"] else MISSING,
+                    cell_text(check["medium"]) if check["medium"] else MISSING,
+                    str(check["positive"]),
+                    num(check["per_seed_min"]),
+                    "yes" if check["held_out"] else "no / unknown",
+                    *("met" if check["tiers"][t] else "not met" for t in (1, 2, 3)),
+                    verdict,
+                ]
+            )
+            records.append(
+                {
+                    "run": run.name,
+                    "ruleset": ruleset,
+                    "subject": trained,
+                    "shaped": check["shaped"].mean,
+                    "shaped_ci_low": check["shaped"].ci_low,
+                    "shaped_ci_high": check["shaped"].ci_high,
+                    "easy_binary": check["easy"].mean if check["easy"] else None,
+                    "medium_binary": check["medium"].mean if check["medium"] else None,
+                    "scenarios_with_binary": check["positive"],
+                    "held_out": check["held_out"],
+                    **{f"tier{t}": check["tiers"][t] for t in (1, 2, 3)},
+                    "provisional": check["shaped"].provisional,
+                }
+            )
+    return Table(
+        "verdicts",
+        "Seed-document verdicts",
+        "TRAINING_LOG win tiers of each run's trained checkpoint",
+        [
+            "run",
+            "ruleset",
+            "shaped / binary as",
+            "shaped (overall)",
+            "binary (easy tier)",
+            "binary (medium tier)",
+            "scenarios with binary > 0",
+            "lowest per-seed shaped",
+            "held-out seeds",
+            "Tier 1",
+            "Tier 2",
+            "Tier 3",
+            "verdict",
+        ],
+        rows,
+        records,
+        "Tiers (seed TRAINING_LOG): "
+        + " | ".join(f"Tier {t}: {text}" for t, text in TIERS.items())
+        + ". On legacy, "
+        "shaped = shaped_total and binary = the binary reward as the seed defines them; on v1, score and "
+        "success. "
+        "A tier is met on the point estimates; the verdict says when the interval of the overall shaped "
+        "value "
+        "reaches below the threshold. Held-out: the evaluated seeds' split differs from the run's training "
+        "split.",
+    )
+
+
+def versus_table(a: Analysis) -> Table:
+    rows, records = [], []
+    for run in a.runs.values():
+        trained = run.trained_subject
+        for ruleset in a.run_rulesets(run):
+            baselines = [s for s in a.subjects(ruleset) if a.kinds.get(s) in ("model", "base")]
+            for baseline in baselines:
+                for metric in METRICS:
+                    diff = a.paired(ruleset, trained, baseline, metric)
+                    rows.append([run.name, ruleset, baseline, metric, signed(diff), compare(diff)])
+                    records.append(
+                        stat_record(
+                            diff,
+                            run=run.name,
+                            ruleset=ruleset,
+                            baseline=baseline,
+                            metric=metric,
+                            verdict=compare(diff),
+                        )
+                    )
+            if ruleset == "legacy":
+                trained_stat = a.stat(ruleset, trained, "score", OVERALL)
+                pub = published_stat(a, "score", a.scenarios(ruleset))
+                if trained_stat.mean is None:
+                    verdict = "n/a"
+                elif trained_stat.ci_low > pub.mean:
+                    verdict = "beats"
+                elif trained_stat.ci_high < pub.mean:
+                    verdict = "loses"
+                else:
+                    verdict = "ties"
+                rows.append(
+                    [
+                        run.name,
+                        ruleset,
+                        published.GPT_OSS_120B,
+                        "score",
+                        f"{cell_text(trained_stat)} vs {pub.mean:.3f}",
+                        verdict,
+                    ]
+                )
+                records.append(
+                    {
+                        "run": run.name,
+                        "ruleset": ruleset,
+                        "baseline": published.GPT_OSS_120B,
+                        "metric": "score",
+                        "mean": trained_stat.mean,
+                        "published": pub.mean,
+                        "verdict": verdict,
+                    }
+                )
+    return Table(
+        "versus_baselines",
+        "Seed-document verdicts",
+        "Trained checkpoint vs each model baseline",
+        ["run", "ruleset", "baseline", "metric", "difference (trained - baseline)", "verdict"],
+        rows,
+        records,
+        "Paired differences on the (scenario, seed) cells both evaluated: beats when the interval lies "
+        "above 0, "
+        "loses when below, ties otherwise. Published rows are not paired: the trained interval against the "
+        "published mean.",
+    )
+
+
+def go_no_go_table(a: Analysis) -> Table:
+    rows, records = [], []
+    recorded = (a.manifest or {}).get("training") or {}
+    for run in a.runs.values():
+        t = a.training_rows(run.name)
+        if t is None:
+            continue
+        computed = a.go_no_go(run)
+        checks = (computed or {}).get("checks") or {}
+        log = []
+        for step in SEED_GO_STEPS:
+            hit = t[t["step"] == step]
+            if len(hit):
+                r = hit.iloc[0]
+                log.append(f"{step}: {r['reward_mean']:.3f} [{num(r['reward_min'])}, {num(r['reward_max'])}]")
+        record = (recorded.get(run.name) or {}).get("go_no_go")
+        decision = (
+            f"waiting (step {run.go_no_go_step} not logged)" if computed is None else computed["decision"]
+        )
+        recorded_text = MISSING if record is None else json.dumps(record, sort_keys=True)
+        rows.append(
+            [
+                run.name,
+                "; ".join(log) or MISSING,
+                *(_yes_no(checks.get(check)) for check in CHECKS),
+                decision,
+                recorded_text,
+            ]
+        )
+        records.append(
+            {
+                "run": run.name,
+                "slope": None if computed is None else computed["reward_slope"],
+                **{name: checks.get(check) for check, name in CHECKS.items()},
+                "decision": decision,
+                "recorded": recorded_text,
+            }
+        )
+    return Table(
+        "go_no_go",
+        "Seed-document verdicts",
+        "Step-20 go/no-go (TRAINING_LOG, Stage 1)",
+        [
+            "run",
+            "reward at steps 1-5, 10, 15, 20: mean [min, max]",
+            "trending up",
+            "any reward > 0",
+            "not stuck",
+            "decision (computed)",
+            "recorded go_no_go.json",
+        ],
+        rows,
+        records,
+        "Computed from the metric lineage up to step 20 by the trainer's rule (schemashift.lineage): "
+        "trending up = positive least-squares slope of the mean reward; any reward > 0 = some step's "
+        "maximum reward above 0; not stuck = the rewards (min, max, mean) take more than one value or some "
+        "step's spread is above 0. Waiting until step 20 is logged. The record the training run wrote is "
+        "shown beside it.",
+    )
+
+
+def _yes_no(value: bool | None) -> str:
+    return "\u2014" if value is None else "yes" if value else "no"

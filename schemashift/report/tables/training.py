@@ -1,0 +1,278 @@
+"""The training tables: each run untrained against trained, the reward and model ablations,
+training cost and the learning curves."""
+
+from __future__ import annotations
+
+from schemashift.report.analysis import METRICS, OVERALL, Analysis, ablation_groups, smoothed
+from schemashift.report.stats import Stat, compare
+from schemashift.report.tables.format import (
+    MISSING,
+    Table,
+    cell_text,
+    column_title,
+    num,
+    signed,
+    size_text,
+    stat_record,
+)
+
+
+def untrained_vs_trained_tables(a: Analysis) -> list[Table]:
+    """Table A per training run and ruleset: untrained (step 0) versus trained, per scenario."""
+    out = []
+    for run in a.runs.values():
+        trained = run.trained_subject
+        base = a.base_subject(run)
+        trained_role = f"trained (step {run.trained_step})"
+        for ruleset in a.run_rulesets(run):
+            columns = list(a.groups(ruleset))
+            rows, records = [], []
+            for metric, title in METRICS.items():
+                for role, subject in (
+                    ("untrained (step 0)", base),
+                    (trained_role, trained),
+                ):
+                    stats = [
+                        a.stat(ruleset, subject, metric, c) if subject else Stat(None, None, None, 0)
+                        for c in columns
+                    ]
+                    rows.append([title, f"{role}: {subject or MISSING}", *map(cell_text, stats)])
+                    records += [
+                        stat_record(
+                            s,
+                            run=run.name,
+                            ruleset=ruleset,
+                            metric=metric,
+                            row=role,
+                            subject=subject,
+                            column=c,
+                        )
+                        for c, s in zip(columns, stats, strict=True)
+                    ]
+                diffs = [
+                    a.paired(ruleset, trained, base, metric, c)
+                    if trained and base
+                    else Stat(None, None, None, 0)
+                    for c in columns
+                ]
+                rows.append([title, "paired difference (trained - untrained)", *map(signed, diffs)])
+                records += [
+                    stat_record(
+                        d, run=run.name, ruleset=ruleset, metric=metric, row="paired difference", column=c
+                    )
+                    for c, d in zip(columns, diffs, strict=True)
+                ]
+            out.append(
+                Table(
+                    f"table_a_{run.name}_{ruleset}",
+                    "Table A: untrained vs trained",
+                    f"Run {run.name} on {ruleset}: untrained base vs the trained checkpoint",
+                    ["metric", "model state", *map(column_title, columns)],
+                    rows,
+                    records,
+                    "Trained = the run's report_step (default: its last checkpoint), never the best one on "
+                    "the test set. "
+                    "Paired differences use the (scenario, seed) cells both evaluated; n = pairs.",
+                )
+            )
+    return out
+
+
+def _ablation_table(a: Analysis, vary: str, key: str, section: str, title: str) -> Table:
+    rows, records = [], []
+    header = ["group", "run", "reward", "base model", "size", "scenarios", "final score (overall)"]
+    header += ["final success (overall)", "vs first run (score)", "convergence step"]
+    for number, group in enumerate(ablation_groups(a, vary), start=1):
+        first = group[0]
+        for run in group:
+            trained = run.trained_subject
+            ruleset = run.ruleset
+            if ruleset not in a.rulesets:
+                rows.append(
+                    [
+                        str(number),
+                        run.name,
+                        run.reward or "?",
+                        run.base_model or "?",
+                        "",
+                        "",
+                        MISSING,
+                        MISSING,
+                        "",
+                        "",
+                    ]
+                )
+                continue
+            score = a.stat(ruleset, trained, "score", OVERALL)
+            success = a.stat(ruleset, trained, "success", OVERALL)
+            per_scenario = "; ".join(
+                f"{s}: {num(a.stat(ruleset, trained, 'score', s).mean)}" for s in a.scenarios(ruleset)
+            )
+            versus = ""
+            if run is not first and first.trained_subject:
+                diff = a.paired(ruleset, trained, first.trained_subject, "score")
+                versus = f"{compare(diff)} {signed(diff)}"
+            converged = a.convergence_step(run.name)
+            rows.append(
+                [
+                    str(number),
+                    run.name,
+                    run.reward or "?",
+                    run.base_model or "?",
+                    size_text(a.params_b(trained)),
+                    per_scenario,
+                    cell_text(score),
+                    cell_text(success),
+                    versus,
+                    num(converged),
+                ]
+            )
+            records.append(
+                {
+                    "group": number,
+                    "run": run.name,
+                    "reward": run.reward,
+                    "base_model": run.base_model,
+                    "ruleset": ruleset,
+                    "subject": trained,
+                    "score": score.mean,
+                    "score_ci_low": score.ci_low,
+                    "score_ci_high": score.ci_high,
+                    "success": success.mean,
+                    "n": score.n,
+                    "provisional": score.provisional,
+                    "convergence_step": converged,
+                }
+            )
+    return Table(
+        key,
+        section,
+        title,
+        header,
+        rows,
+        records,
+        "Groups: runs on the same ruleset that differ only in "
+        f"{'the reward' if vary == 'reward' else 'the base model'}. Versus: paired difference to the group's "
+        "first run on shared cells (beats/ties/loses by its interval). Convergence step: first step where "
+        "the "
+        "smoothed training reward covers 90% of the way from its first value to its peak.",
+    )
+
+
+def reward_ablation_table(a: Analysis) -> Table:
+    return _ablation_table(
+        a, "reward", "table_c", "Table C: reward ablation", "Same base model, different reward"
+    )
+
+
+def model_ablation_table(a: Analysis) -> Table:
+    return _ablation_table(
+        a, "base_model", "table_d", "Table D: model ablation", "Same reward, different base model"
+    )
+
+
+def training_cost_table(a: Analysis) -> Table:
+    price = float((a.config.get("report") or {}).get("price_per_gpu_hour", 2.5))
+    rows, records = [], []
+    for run in a.runs.values():
+        t = a.training_rows(run.name)
+        if t is None:
+            rows.append([run.name, *([MISSING] * 7)])
+            records.append({"run": run.name})
+            continue
+        wall = float(t["seconds_per_step"].sum()) if t["seconds_per_step"].notna().any() else None
+        gpus = int(t["gpu_count"].dropna().max()) if t["gpu_count"].notna().any() else None
+        gpu_hours = wall * (gpus or 1) / 3600 if wall is not None else None
+        record = {
+            "run": run.name,
+            "steps": int(t["step"].max()),
+            "wall_clock_h": None if wall is None else wall / 3600,
+            "gpu_type": ", ".join(sorted(set(t["gpu_type"].dropna()))) or None,
+            "gpu_count": gpus,
+            "gpu_hours": gpu_hours,
+            "cost_usd": None if gpu_hours is None else gpu_hours * price,
+            "peak_reward": float(t["reward_mean"].max()),
+            "peak_reward_smoothed": float(smoothed(t["reward_mean"]).max()),
+            "peak_gpu_mem_gb": float(t["peak_gpu_mem_gb"].max())
+            if t["peak_gpu_mem_gb"].notna().any()
+            else None,
+        }
+        records.append(record)
+        rows.append(
+            [
+                run.name,
+                str(record["steps"]),
+                num(record["wall_clock_h"], 2),
+                f"{record['gpu_type'] or MISSING} x{gpus or '?'}",
+                num(gpu_hours, 2),
+                num(record["cost_usd"], 2),
+                f"{record['peak_reward']:.3f} (smoothed {record['peak_reward_smoothed']:.3f})",
+                num(record["peak_gpu_mem_gb"], 1),
+            ]
+        )
+    return Table(
+        "table_e",
+        "Table E: training efficiency",
+        "Steps, wall-clock, GPU, cost and peak reward per training run",
+        ["run", "steps", "wall-clock h", "GPU", "GPU-hours", "cost USD", "peak reward", "peak GPU mem GiB"],
+        rows,
+        records,
+        f"From the saved metric lineage (superseded rows dropped). Cost at {price:g} USD per GPU-hour "
+        "(report.price_per_gpu_hour). Wall-clock: sum of seconds_per_step.",
+    )
+
+
+def learning_table(a: Analysis) -> Table:
+    rows, records = [], []
+    for run in a.runs.values():
+        base = a.base_subject(run)
+        for ruleset in a.run_rulesets(run):
+            for step, subject in a.checkpoints(run):
+                if subject is None:
+                    rows.append([run.name, ruleset, str(step), MISSING, MISSING, MISSING, MISSING])
+                    continue
+                score = a.stat(ruleset, subject, "score", OVERALL)
+                success = a.stat(ruleset, subject, "success", OVERALL)
+                dscore = a.paired(ruleset, subject, base, "score") if step and base else None
+                dsuccess = a.paired(ruleset, subject, base, "success") if step and base else None
+                rows.append(
+                    [
+                        run.name,
+                        ruleset,
+                        str(step),
+                        cell_text(score),
+                        cell_text(success),
+                        signed(dscore) if dscore else "",
+                        signed(dsuccess) if dsuccess else "",
+                    ]
+                )
+                for metric, stat, diff in (("score", score, dscore), ("success", success, dsuccess)):
+                    records.append(
+                        {
+                            **stat_record(
+                                stat, run=run.name, ruleset=ruleset, step=step, subject=subject, metric=metric
+                            ),
+                            "diff_vs_step0": diff.mean if diff else None,
+                            "diff_ci_low": diff.ci_low if diff else None,
+                            "diff_ci_high": diff.ci_high if diff else None,
+                            "pairs": diff.n if diff else None,
+                        }
+                    )
+    return Table(
+        "learning_curves",
+        "Learning curves",
+        "Every checkpoint against step 0 (the untrained base model)",
+        [
+            "run",
+            "ruleset",
+            "step",
+            "score (overall)",
+            "success (overall)",
+            "score - step 0",
+            "success - step 0",
+        ],
+        rows,
+        records,
+        "Step 0 is the shared untrained base model's evaluation (one evaluation, shown in every run that "
+        "uses it). Differences are paired on the (scenario, seed) cells both evaluated; n = pairs.",
+    )
