@@ -67,6 +67,9 @@ class Plan:
         self.config = config
         self.environ = environ
         self.results = results
+        # a parse asks for the same cells and runs many times; the config does not change meanwhile
+        self._cells: dict[str, list[tuple[str, int]]] = {}
+        self._runs: dict[str, Any] = {}
 
     # --- cells ----------------------------------------------------------------------------------
 
@@ -94,13 +97,15 @@ class Plan:
         """(scenario, seed) of a ruleset's evaluation cells, as `run` and `eval` select them."""
         from schemashift.cli.options import select_cells
 
-        try:
-            scenarios, seeds = select_cells(self._ruleset(ruleset), **self.selection(ruleset))
-        except ConfigError:
-            raise
-        except Exception as exc:  # CliError: the same message, said of the config
-            raise ConfigError(f"evaluation.{ruleset}: {exc}") from None
-        return [(scenario, seed) for scenario in scenarios for seed in seeds]
+        if ruleset not in self._cells:
+            try:
+                scenarios, seeds = select_cells(self._ruleset(ruleset), **self.selection(ruleset))
+            except ConfigError:
+                raise
+            except Exception as exc:  # CliError: the same message, said of the config
+                raise ConfigError(f"evaluation.{ruleset}: {exc}") from None
+            self._cells[ruleset] = [(scenario, seed) for scenario in scenarios for seed in seeds]
+        return self._cells[ruleset]
 
     def cells_args(self, ruleset: str) -> str:
         """The cell options of an `eval` over a ruleset's evaluation cells (what `cells` selects)."""
@@ -212,10 +217,12 @@ class Plan:
         """The resolved training run (schemashift.train.runs: defaults < train.defaults < run)."""
         from schemashift.train.runs import RunConfigError, resolve_run
 
-        try:
-            return resolve_run(self.config, run)
-        except RunConfigError as exc:
-            raise ConfigError(str(exc)) from None
+        if run not in self._runs:
+            try:
+                self._runs[run] = resolve_run(self.config, run)
+            except RunConfigError as exc:
+                raise ConfigError(str(exc)) from None
+        return self._runs[run]
 
     def train_runs(self) -> list[str]:
         """Names of the enabled training runs (`enabled: false` keeps an optional run out)."""
@@ -307,12 +314,12 @@ class Plan:
         enabled API baseline, and, unless training is disabled, each run's untrained base model
         (step 0) and its checkpoints, on the cells their `eval` plays. A configured run that has
         not trained here (auto without a GPU) thus shows as missing, never as absent or 0."""
-        subjects = [f"api/{name}" for name in self.api_models]
+        names = [f"api/{name}" for name in self.api_models]
         if self.config["train"]["enabled"] is not False:
-            subjects += self.model_subjects()
+            names += self.model_subjects()
         return [
-            (ruleset, self.subject(name), scenario, seed)
-            for name in subjects
+            (ruleset, subject, scenario, seed)
+            for subject in map(self.subject, names)
             for ruleset in self.config["rulesets"]
             for scenario, seed in self.cells(ruleset)
         ]
