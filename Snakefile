@@ -25,5 +25,5 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        default_targets(),
-        evaluation_targets(),
+        PLAN.default_targets(),
+        PLAN.evaluation_targets(),

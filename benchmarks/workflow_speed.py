@@ -3,6 +3,7 @@
 Copies the repository's source tree to a temporary directory (tracked files plus untracked ones
 git does not ignore, so no results come along) and times, with `snakemake --cores N` there:
 
+0. `snakemake -n` in the fresh copy (the parse and DAG of every job; the median of three);
 1. the full run of the embedded default (every baseline on every evaluation cell, the
    aggregation, tables, figures and report), as seconds in all and per cell;
 2. a no-op rerun (must say "Nothing to be done"; the median of three);
@@ -14,7 +15,10 @@ Targets (issue: workflow): per cell at most 0.4 s (goal 0.2 s) on 2 cores, no-op
 2 s, one changed cell plus the aggregation at most 5 s. Absolute figures depend on the machine and
 its load. Run from an environment with the `workflow` extra installed:
 
-    python benchmarks/workflow_speed.py [--cores 2] [--keep]
+    python benchmarks/workflow_speed.py [--cores 2] [--keep] [--repo CHECKOUT]
+
+`--repo` times another checkout (say a `git worktree add /tmp/wf-base main`) with this script,
+so that two versions are compared side by side.
 
 Exit status: 0 when every run succeeded and did the expected jobs, 1 otherwise (the time figures
 are reported, not enforced; `--strict` makes exceeding a limit fail too).
@@ -40,19 +44,19 @@ NOOP_LIMIT = 2.0
 ONE_CELL_LIMIT = 5.0
 
 
-def copy_repo(dest: Path) -> None:
+def copy_repo(dest: Path, repo: Path = REPO) -> None:
     try:
         listed = subprocess.run(
-            ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            ["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
             capture_output=True,
             check=True,
             timeout=60,
         ).stdout.decode()
     except (OSError, subprocess.SubprocessError):
-        shutil.copytree(REPO, dest, ignore=shutil.ignore_patterns(*IGNORED), symlinks=True)
+        shutil.copytree(repo, dest, ignore=shutil.ignore_patterns(*IGNORED), symlinks=True)
         return
     for name in filter(None, listed.split("\0")):
-        source = REPO / name
+        source = repo / name
         if source.is_file() and not source.name.endswith(".tmp"):
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, dest / name)
@@ -96,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=2, help="snakemake --cores (default: %(default)s)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copy and print its path")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a figure exceeds its limit")
+    parser.add_argument("--repo", type=Path, default=REPO, help="checkout to time (default: this one)")
     args = parser.parse_args(argv)
 
     env = dict(os.environ)
@@ -111,11 +116,20 @@ def main(argv: list[str] | None = None) -> int:
     copy = tmp / "repo"
     ok, over = True, False
     try:
-        copy_repo(copy)
+        copy_repo(copy, args.repo.resolve())
         load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
         print(
-            f"workflow speed: snakemake --cores {args.cores} on the embedded default (config.yaml); "
-            f"{os.cpu_count()} CPUs here, load average {load}"
+            f"workflow speed: snakemake --cores {args.cores} on the embedded default (config.yaml) of "
+            f"{args.repo}; {os.cpu_count()} CPUs here, load average {load}"
+        )
+
+        runs = [run(copy, snakemake, args.cores, env, "--dry-run") for _ in range(3)]
+        planned = all(status == 0 and job_counts(out).get("baseline") for _, out, status in runs)
+        ok &= planned
+        print(
+            f"snakemake -n:             {statistics.median(r[0] for r in runs):6.2f} s  (median of 3, "
+            f"min {min(r[0] for r in runs):.2f} s)"
+            + ("" if planned else f"  UNEXPECTED: {runs[0][1][-2000:]}")
         )
 
         seconds, output, status = run(copy, snakemake, args.cores, env)

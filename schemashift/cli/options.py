@@ -1,4 +1,4 @@
-"""Parsers for option values that several verbs share (`--seeds`, `--scenarios`).
+"""Option values that several verbs share (`--seeds`, `--scenarios`), and the cells they select.
 
 They raise CliError rather than argparse errors so that a verb can parse after it knows the
 context (the ruleset's scenario list) and the message still reads `schemashift <verb>: error:`.
@@ -63,3 +63,83 @@ def parse_scenarios(text: str, available: Sequence[str]) -> list[str]:
             raise CliError(f"--scenarios: scenario {item!r} is named twice")
         scenarios.append(item)
     return scenarios
+
+
+#: Seeds of --split when --seeds is not given.
+DEFAULT_SPLIT_SEEDS = 5
+
+
+def select_cells(
+    ruleset,
+    scenarios: str | Sequence[str] = "all",
+    seeds: str | Sequence[int] | None = None,
+    split: str | None = None,
+    compositions: bool = False,
+) -> tuple[list[str], list[int]]:
+    """The (scenarios, seeds) a ruleset's cells play: the one selection `run`, `eval`, the
+    workflow's targets and its expected-cell census all use.
+
+    `scenarios` is "all" (the families, plus the generated compositions with `compositions`) or
+    ids (a comma string or a list; compositions may be named); `seeds` a spec or a list (default:
+    the first seeds of `split`, else 0-4); `split`, on a ruleset that has splits, must hold them.
+    """
+    families = ruleset.scenario_ids()
+    composed = [info.id for info in ruleset.compositions()]
+    if compositions and not composed:
+        raise CliError(f"ruleset {ruleset.name!r} has no generated compositions")
+    text = scenarios if isinstance(scenarios, str) else ",".join(scenarios)
+    chosen = parse_scenarios(text, families + composed)
+    if text.strip() == "all" and not compositions:
+        chosen = families
+    if isinstance(seeds, str) or seeds is None:
+        seed_list = None if seeds is None else parse_seeds(seeds)
+    else:
+        seed_list = parse_seeds(",".join(map(str, seeds)))
+    if split is None:
+        return chosen, seed_list if seed_list is not None else parse_seeds("0-4")
+    splits = ruleset.splits()
+    if split not in splits:
+        if not splits:
+            raise CliError(f"ruleset {ruleset.name!r} has no seed splits; drop --split")
+        raise CliError(f"--split: unknown split {split!r}; {ruleset.name} has {', '.join(splits)}")
+    first, last = splits[split]
+    if seed_list is None:
+        count = DEFAULT_SPLIT_SEEDS if last is None else min(DEFAULT_SPLIT_SEEDS, last - first + 1)
+        return chosen, list(range(first, first + count))
+    outside = [s for s in seed_list if ruleset.split_of(s) != split]
+    if outside:
+        bounds = f"{first}-{last if last is not None else ''}"
+        raise CliError(f"--seeds: {outside[:5]} are not in split {split!r} (seeds {bounds})")
+    return chosen, seed_list
+
+
+def add_cell_arguments(parser) -> None:
+    """--ruleset, --scenarios, --seeds, --split, --compositions and --samples (run and eval)."""
+    parser.add_argument("--ruleset", default="legacy", help="ruleset to play (default: %(default)s)")
+    parser.add_argument(
+        "--scenarios", default="all", help="'all' or a comma list of scenario ids (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--seeds",
+        default=None,
+        help="seeds as a range '0-4', a comma list '0,2,5' or both '0-2,7' "
+        "(default: the first 5 seeds of --split, else 0-4)",
+    )
+    parser.add_argument(
+        "--split",
+        default=None,
+        help="seed split of rulesets that have them (v1: train, test); --seeds must then lie in it",
+    )
+    parser.add_argument(
+        "--compositions",
+        action="store_true",
+        help="with --scenarios all, also play the ruleset's generated cross-tool compositions",
+    )
+    parser.add_argument("--samples", type=int, default=1, help="episodes per (scenario, seed) (default: 1)")
+
+
+def cells_of(args, ruleset) -> tuple[list[str], list[int]]:
+    """select_cells on a verb's parsed cell arguments."""
+    if args.samples < 1:
+        raise CliError(f"--samples must be at least 1, got {args.samples}")
+    return select_cells(ruleset, args.scenarios, args.seeds, args.split, args.compositions)

@@ -194,9 +194,15 @@ def pyproject() -> dict:
         return tomllib.load(f)["project"]
 
 
-def project_pins() -> dict[str, str]:
+def project_pins(extra: str = "workflow") -> dict[str, str]:
     project = pyproject()
-    return dict(_split(r) for r in [*project["dependencies"], *project["optional-dependencies"]["workflow"]])
+    return dict(_split(r) for r in [*project["dependencies"], *project["optional-dependencies"][extra]])
+
+
+#: The extra whose pins an env follows (default: workflow).
+ENV_EXTRAS = {"model.yaml": "train"}
+# Envs of jobs that write Parquet but draw no plots: the training stacks and the model stack.
+PARQUET_ONLY = ("train-", "model.yaml")
 
 
 def test_rules_name_existing_conda_envs():
@@ -211,13 +217,12 @@ def test_conda_env_parses_and_agrees_with_pyproject(path):
     env = load_yaml(path)
     assert env["channels"] and env["dependencies"]
     pins = conda_pins(path)
-    extra = project_pins()
+    extra = project_pins(ENV_EXTRAS.get(path.name, "workflow"))
     disagree = {
         name: (spec, extra[name]) for name, spec in pins.items() if name in extra and spec != extra[name]
     }
     assert not disagree, f"{path.name} pins differ from pyproject.toml (conda, pyproject): {disagree}"
-    # The training stacks' envs run only the train rule, which writes Parquet but draws no plots.
-    needed = {"pyarrow"} if path.name.startswith("train-") else RUNTIME_PACKAGES
+    needed = {"pyarrow"} if path.name.startswith(PARQUET_ONLY) else RUNTIME_PACKAGES
     missing = needed - set(pins)
     assert not missing, f"{path.name} lacks {sorted(missing)}, which the jobs import"
     # python: the version the package requires
@@ -245,3 +250,44 @@ def test_workflow_extra_pins_the_workflow_tools():
         assert pins.get(name, "").startswith("=="), f"the workflow extra should pin {name} exactly"
     for name in RUNTIME_PACKAGES - {"pyarrow"}:
         assert name in pins, f"the workflow extra lacks {name}"
+
+
+def rule_conda_env(rule: str) -> Path:
+    """The conda env file a rule names."""
+    for smk in (REPO / "workflow" / "rules").glob("*.smk"):
+        match = re.search(
+            rf"^rule {rule}:\n(?:(?!^rule ).*\n)*?\s+conda:\s*\n\s+\"([^\"]+)\"", smk.read_text(), re.M
+        )
+        if match:
+            return (smk.parent / match[1]).resolve()
+    raise AssertionError(f"rule {rule} names no conda env")
+
+
+@pytest.mark.timeout(120)
+def test_the_evaluate_rule_env_provides_what_its_job_imports():
+    """Every non-stdlib module `schemashift eval` can import (an hf: policy: torch, transformers,
+    peft, ...; found by the code digests' import analysis) comes from a distribution the evaluate
+    rule's env lists, at the version installed here where it pins one, and imports here."""
+    import importlib
+    import importlib.metadata
+    import sys
+
+    from schemashift.workflow.digests import JOBS, ImportGraph
+
+    path = rule_conda_env("evaluate")
+    assert path == REPO / "envs" / "model.yaml"
+    pins = conda_pins(path)
+    graph = ImportGraph(REPO)
+    imported = graph.third_party(graph.closure(JOBS["eval"].entries)) - set(sys.stdlib_module_names)
+    assert {"torch", "transformers", "peft", "pyarrow"} <= imported
+    providers = importlib.metadata.packages_distributions()
+    for module in sorted(imported):
+        distributions = {name.lower().replace("_", "-") for name in providers.get(module, [])}
+        assert distributions, f"{module} is not installed here (pip install -e '.[all]')"
+        assert distributions & set(pins), f"{path.name} lists none of {sorted(distributions)}, for {module}"
+        importlib.import_module(module)
+    for name, spec in pins.items():
+        if spec.startswith("==") and name != "python":
+            # a local label (torch's +cpu) names the build, not the release
+            installed = importlib.metadata.version(name).partition("+")[0]
+            assert installed == spec[2:], f"{path.name} pins {name}{spec}, {installed} is installed"

@@ -246,7 +246,7 @@ def test_one_checkpoints_evaluation_is_a_target(copy, tmp_path, checkpoints, ena
     assert command == (
         "rm -rf results/eval/grpo_a/step-50/legacy/progress results/eval/grpo_a/step-50/legacy/eval.json && "
         f"python -m schemashift.cli eval --policy 'hf:{BASE}@results/train/grpo_a/checkpoint-50' "
-        "--train-run grpo_a --checkpoint-step 50 --ruleset legacy "
+        "--ruleset legacy "
         f"--scenarios {','.join(SCENARIOS)} --seeds 0-1 --samples 1 "
         "--cache results/cache/eval/grpo_a/step-50/legacy.sqlite --out results/eval/grpo_a/step-50/legacy "
         "> results/logs/eval/grpo_a/step-50/legacy.log 2>&1"
@@ -257,7 +257,7 @@ def test_one_checkpoints_evaluation_is_a_target(copy, tmp_path, checkpoints, ena
     assert counts == {"evaluate": 1}
     (command,) = shell_commands(output)
     assert (
-        f"python -m schemashift.cli eval --policy 'hf:{BASE}' --checkpoint-step 0 --ruleset legacy "
+        f"python -m schemashift.cli eval --policy 'hf:{BASE}' --ruleset legacy "
         in command
     )
 

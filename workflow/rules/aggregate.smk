@@ -15,25 +15,8 @@ rule expected_cells:
     log:
         f"{RESULTS}/logs/expected_cells.log",
     params:
-        code=code_digest("schemashift/rollout/io.py"),
-        cells=lambda w: [
-            {"ruleset": r, "policy": p, "scenario": s, "seed": seed, "sample_index": i}
-            for r, p, s, seed in baseline_cells()
-            for i in range(config["samples"])
-        ]
-        + [
-            {
-                "ruleset": r,
-                "policy": p,
-                "train_run": run,
-                "checkpoint_step": step,
-                "scenario": s,
-                "seed": seed,
-                "sample_index": i,
-            }
-            for r, p, run, step, s, seed in model_cells()
-            for i in range(config["samples"])
-        ],
+        code=CODE["io"],
+        cells=lambda w: PLAN.expected_cells(),
     run:
         from schemashift.rollout.io import write_json
 
@@ -47,7 +30,7 @@ rule report_config:
     log:
         f"{RESULTS}/logs/report_config.log",
     params:
-        code=code_digest("schemashift/rollout/io.py"),
+        code=CODE["io"],
         # sorted JSON text: the order of keys in a config file must not rerun the report
         config=lambda w: json.dumps(
             {key: config[key] for key in ("rulesets", "models", "train", "report")},
@@ -61,14 +44,10 @@ rule report_config:
 
 rule aggregate:
     input:
-        cells=lambda w: [
-            f"{cell_dir(*cell)}/{name}"
-            for cell in baseline_cells()
-            for name in ("episodes.parquet", "drifts.parquet", "trajectories.jsonl.gz")
-        ],
+        cells=lambda w: PLAN.baseline_files(),
         # model evaluations and training runs, whichever exist (their rules live elsewhere)
-        evaluations=lambda w: evaluation_inputs(),
-        training=lambda w: training_inputs(),
+        evaluations=lambda w: PLAN.evaluation_inputs(),
+        training=lambda w: PLAN.training_inputs(),
         expected=rules.expected_cells.output[0],
     output:
         episodes=f"{RESULTS}/episodes.parquet",

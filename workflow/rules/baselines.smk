@@ -22,7 +22,7 @@ rule baseline:
     params:
         code=CODE["cells"],
         samples=config["samples"],
-        out=lambda w: cell_dir(w.ruleset, w.policy, w.scenario, w.seed),
+        out=lambda w: PLAN.cell_dir(w.ruleset, w.policy, w.scenario, w.seed),
     shell:
         "python -m schemashift.cli run --ruleset {wildcards.ruleset} --policy {wildcards.policy} "
         "--scenarios {wildcards.scenario} --seeds {wildcards.seed} --samples {params.samples} "

@@ -1,7 +1,7 @@
 """The environment's container image (containers/env.Dockerfile), built with docker or podman.
 
-`env_image` joins the default targets only where an engine works and the base image is present
-(see `container_engine` in common.smk). `base_image` builds a local Debian base with debootstrap
+`env_image` joins the default targets only where `containers.engine` names docker or podman;
+under `auto` it builds with the first of them on PATH when asked for (`snakemake env_image`). `base_image` builds a local Debian base with debootstrap
 for podman machines that cannot pull from a registry.
 """
 
@@ -16,7 +16,7 @@ rule env_image:
     conda:
         "../../envs/runtime.yaml"
     params:
-        engine=lambda w: ENGINE or config["containers"]["engine"],
+        engine=lambda w: PLAN.image_engine() or config["containers"]["engine"],
         base_image=config["containers"]["base_image"],
         code=CODE["server"],
         script=workflow.source_path("../scripts/build_image.py"),

@@ -8,11 +8,9 @@ One job per (model or checkpoint, ruleset) plays that ruleset's evaluation cells
 Each job starts its output folder afresh (the eval verb's resume state there could hold cells of
 another configuration or code) and keeps a response cache apart from it (results/cache/eval/...),
 so a rerun or a killed job replays what it already generated or paid for instead of asking the
-model again.
+model again. Which models are enabled, their endpoints and the subjects' policies come from
+schemashift.workflow.Plan.
 """
-
-
-include: "models.smk"
 
 
 # API jobs wait on the network, not the CPU, and compute nodes may have no route out.
@@ -35,10 +33,10 @@ rule evaluate_api:
         APPTAINER_IMAGE
     params:
         code=CODE["eval"],
-        policy=lambda w: API_MODELS[w.model]["policy"],
-        client=lambda w: api_options(w.model),
-        keyless=lambda w: api_keyless_prefix(w.model),
-        cells=lambda w: cells_args(w.ruleset),
+        policy=lambda w: PLAN.api_models[w.model]["policy"],
+        client=lambda w: PLAN.api_options(w.model),
+        keyless=lambda w: PLAN.api_keyless_prefix(w.model),
+        cells=lambda w: PLAN.cells_args(w.ruleset),
         cache=lambda w: f"{RESULTS}/cache/eval/api/{w.model}/{w.ruleset}.sqlite",
         out=lambda w, output: Path(output.episodes).parent,
     shell:
@@ -48,11 +46,12 @@ rule evaluate_api:
         "> {log} 2>&1"
 
 
+# It runs in the model stack (envs/model.yaml, or the training image under apptainer).
 # resources: gpu=1 lets `--resources gpu=N` bound the GPU jobs here; profiles/slurm turns it
 # into --gpus=1 and adds the cluster's CPUs, memory and wall time.
 rule evaluate:
     input:
-        trained=lambda w: evaluated_model(w.subject)[1] or [],
+        trained=lambda w: PLAN.subject(w.subject).trained or [],
     output:
         episodes=f"{RESULTS}/eval/{{subject}}/{{ruleset}}/episodes.parquet",
         drifts=f"{RESULTS}/eval/{{subject}}/{{ruleset}}/drifts.parquet",
@@ -62,20 +61,19 @@ rule evaluate:
     wildcard_constraints:
         subject="base/[A-Za-z0-9._-]+|(?!api/)[A-Za-z0-9][A-Za-z0-9._-]*/step-[0-9]+",
     conda:
-        "../../envs/runtime.yaml"
+        "../../envs/model.yaml"
     container:
-        APPTAINER_IMAGE
+        TRAIN_IMAGE
     resources:
         gpu=1,
     params:
         code=CODE["eval"],
-        policy=lambda w: evaluated_model(w.subject)[0],
-        stamp=lambda w: evaluated_model(w.subject)[2],
-        cells=lambda w: cells_args(w.ruleset),
+        policy=lambda w: PLAN.subject(w.subject).policy,
+        cells=lambda w: PLAN.cells_args(w.ruleset),
         cache=lambda w: f"{RESULTS}/cache/eval/{w.subject}/{w.ruleset}.sqlite",
         out=lambda w, output: Path(output.episodes).parent,
     shell:
         "rm -rf {params.out}/progress {params.out}/eval.json && "
-        "python -m schemashift.cli eval --policy '{params.policy}' {params.stamp} "
+        "python -m schemashift.cli eval --policy '{params.policy}' "
         "--ruleset {wildcards.ruleset} {params.cells} --cache {params.cache} --out {params.out} "
         "> {log} 2>&1"

@@ -1,5 +1,10 @@
 """Tables, figures and the self-contained HTML report; each part reruns only when its code changes."""
 
+from schemashift.report.figures import stems
+
+# Every figure `schemashift report figures` writes (the same set whatever the data).
+FIGURES = stems(config["rulesets"])
+
 # The inputs every report part reads.
 REPORT_INPUTS = dict(
     episodes=rules.aggregate.output.episodes,
@@ -49,9 +54,9 @@ rule figures:
     output:
         png=[
             report(f"{RESULTS}/figures/{stem}.png", category="Figures")
-            for stem in figure_stems()
+            for stem in FIGURES
         ],
-        pdf=[f"{RESULTS}/figures/{stem}.pdf" for stem in figure_stems()],
+        pdf=[f"{RESULTS}/figures/{stem}.pdf" for stem in FIGURES],
         captions=f"{RESULTS}/figures/figures.json",
     log:
         f"{RESULTS}/logs/figures.log",

@@ -6,16 +6,6 @@ and the metrics are declared outputs: Snakemake deletes the outputs of an interr
 it reruns it, and the checkpoints must survive so that the rerun resumes from the last one.
 """
 
-CODE["train"] = code_digest(
-    *_CLI_CORE,
-    *_RECORDS,
-    "schemashift/env",
-    "schemashift/policies",
-    "schemashift/rollout",
-    "schemashift/train",
-    "schemashift/cli/verbs/train.py",
-)
-
 
 localrules:
     train_config,
@@ -28,7 +18,7 @@ rule train_config:
     log:
         f"{RESULTS}/logs/train/{{run}}.config.log",
     params:
-        run=lambda w: run_config(w.run),
+        run=lambda w: PLAN.run_config(w.run),
     run:
         from schemashift.rollout.io import write_json
 
@@ -46,7 +36,7 @@ rule train:
     conda:
         "../../envs/train-vllm.yaml"
     container:
-        config["containers"].get("train_image")
+        TRAIN_IMAGE
     threads: 4
     resources:
         gpu=1,

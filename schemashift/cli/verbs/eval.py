@@ -21,12 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--policy", required=True, help="hf:<model id or dir>[@<adapter dir>], openai:<model>, ..."
     )
-    parser.add_argument("--ruleset", default="legacy", help="ruleset to play (default: %(default)s)")
-    parser.add_argument("--scenarios", default="all", help="'all' or a comma list of scenario ids")
-    parser.add_argument(
-        "--seeds", default="0-4", help="seeds as '0-4', '0,2,5' or '0-2,7' (default: %(default)s)"
-    )
-    parser.add_argument("--samples", type=int, default=1, help="episodes per (scenario, seed) (default: 1)")
+    from schemashift.cli.options import add_cell_arguments
+
+    add_cell_arguments(parser)
     parser.add_argument("--out", required=True, help="output directory (resumable)")
     parser.add_argument(
         "--batch-size", type=int, default=32, help="episodes played in lockstep (default: 32)"
@@ -85,7 +82,7 @@ def _options(args: argparse.Namespace) -> dict:
 def run(args: argparse.Namespace) -> int:
     from schemashift import provenance
     from schemashift.cli import CliError
-    from schemashift.cli.options import parse_scenarios, parse_seeds
+    from schemashift.cli.options import cells_of
     from schemashift.cli.progress import Progress
     from schemashift.env.rulesets import UnknownRuleset, get_ruleset
     from schemashift.policies import UnknownPolicy, make_policy
@@ -93,8 +90,6 @@ def run(args: argparse.Namespace) -> int:
     from schemashift.rollout.backends import make_backend
     from schemashift.rollout.runner import EpisodeResult, RunContext, cells, run_sweep_batched, write_results
 
-    if args.samples < 1:
-        raise CliError(f"--samples must be at least 1, got {args.samples}")
     if args.batch_size < 1:
         raise CliError(f"--batch-size must be at least 1, got {args.batch_size}")
     if not (args.policy.startswith("hf:") or args.policy.startswith("openai:")):
@@ -107,8 +102,7 @@ def run(args: argparse.Namespace) -> int:
         make_backend(args.backend).close()
     except (UnknownRuleset, ValueError) as exc:
         raise CliError(str(exc)) from None
-    scenarios = parse_scenarios(args.scenarios, ruleset.scenario_ids())
-    seeds = parse_seeds(args.seeds)
+    scenarios, seeds = cells_of(args, ruleset)
     options = _options(args)
     if not args.no_cache:
         out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,9 @@
+"""The Snakemake workflow's logic, as a tested module: the rule files call `Plan` for cells,
+targets, model evaluations and expected cells, and `digests` for each rule's code digest.
+
+Light to import (no pandas, pyarrow or torch): every parse of the Snakefile pays for it.
+"""
+
+from schemashift.workflow.plan import CELL_FILES, ConfigError, Plan, Subject, gpu_visible, model_slug
+
+__all__ = ["CELL_FILES", "ConfigError", "Plan", "Subject", "gpu_visible", "model_slug"]

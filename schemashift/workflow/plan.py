@@ -1,0 +1,401 @@
+"""What the workflow runs for a config: its cells, model evaluations, training runs, targets and
+expected cells. The rule files (workflow/rules/*.smk) only call this; everything here is plain
+Python that tests call directly.
+
+Parse time stays cheap: nothing here starts a process (no nvidia-smi, no container engine), and
+API keys are only ever looked up by name, so a key's value never reaches a command or a log.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+CELL_FILES = ("episodes.parquet", "drifts.parquet", "trajectories.jsonl.gz")
+_URL = re.compile(r"https?://[^/@\s]+(/\S*)?")
+# Where a GPU shows without running nvidia-smi: the driver lists one folder per GPU.
+NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+
+
+class ConfigError(ValueError):
+    """A configuration the workflow cannot run; Snakemake prints the message."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"config: {message}")
+
+
+def gpu_visible(environ: Mapping[str, str], gpus: Path = NVIDIA_GPUS) -> bool:
+    """A GPU this machine can use: CUDA_VISIBLE_DEVICES names one, or the NVIDIA driver lists one."""
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return visible.strip() not in ("", "-1", "NoDevFiles")
+    try:
+        return any(gpus.iterdir())
+    except OSError:
+        return False
+
+
+def model_slug(model: str) -> str:
+    """A base model id or path as one folder name: Qwen/Qwen2.5-1.5B -> Qwen--Qwen2.5-1.5B."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "--", model).strip("-.") or "model"
+
+
+@dataclass(frozen=True)
+class Subject:
+    """A model evaluation: its results folder under results/eval, the policy spec `eval` gets
+    (a checkpoint's identity comes from its adapter folder's manifest.json), the training record
+    it waits on, and the provenance its expected cells carry."""
+
+    name: str
+    policy: str
+    trained: str | None = None
+    train_run: str | None = None
+    checkpoint_step: int | None = None
+
+
+class Plan:
+    """The workflow's plan for one validated `config`, with API keys looked up in `environ`."""
+
+    def __init__(self, config: Mapping[str, Any], environ: Mapping[str, str] = os.environ, results="results"):
+        self.config = config
+        self.environ = environ
+        self.results = results
+        # a parse asks for the same cells and runs many times; the config does not change meanwhile
+        self._cells: dict[str, list[tuple[str, int]]] = {}
+        self._runs: dict[str, Any] = {}
+
+    # --- cells ----------------------------------------------------------------------------------
+
+    def _ruleset(self, name: str):
+        from schemashift.env.rulesets import available_rulesets, get_ruleset
+
+        if name not in available_rulesets():
+            raise ConfigError(f"unknown ruleset {name!r}; available: {available_rulesets()}")
+        if name not in self.config["evaluation"]:
+            raise ConfigError(f"ruleset {name!r} has no entry under 'evaluation'")
+        return get_ruleset(name)
+
+    def selection(self, ruleset: str) -> dict[str, Any]:
+        """A ruleset's `evaluation` entry as cell options; `split` only where the ruleset has splits."""
+        cells = self.config["evaluation"][ruleset]
+        split = cells.get("split") if self._ruleset(ruleset).splits() else None
+        return {
+            "scenarios": cells["scenarios"],
+            "seeds": cells["seeds"],
+            "split": split,
+            "compositions": bool(cells.get("compositions")),
+        }
+
+    def cells(self, ruleset: str) -> list[tuple[str, int]]:
+        """(scenario, seed) of a ruleset's evaluation cells, as `run` and `eval` select them."""
+        from schemashift.cli.options import select_cells
+
+        if ruleset not in self._cells:
+            try:
+                scenarios, seeds = select_cells(self._ruleset(ruleset), **self.selection(ruleset))
+            except ConfigError:
+                raise
+            except Exception as exc:  # CliError: the same message, said of the config
+                raise ConfigError(f"evaluation.{ruleset}: {exc}") from None
+            self._cells[ruleset] = [(scenario, seed) for scenario in scenarios for seed in seeds]
+        return self._cells[ruleset]
+
+    def cells_args(self, ruleset: str) -> str:
+        """The cell options of an `eval` over a ruleset's evaluation cells (what `cells` selects)."""
+        self.cells(ruleset)
+        chosen = self.selection(ruleset)
+        scenarios, seeds = chosen["scenarios"], chosen["seeds"]
+        args = [
+            f"--scenarios {scenarios if isinstance(scenarios, str) else ','.join(scenarios)}",
+            f"--seeds {seeds if isinstance(seeds, str) else ','.join(map(str, seeds))}",
+        ]
+        if chosen["split"] is not None:
+            args.append(f"--split {chosen['split']}")
+        if chosen["compositions"]:
+            args.append("--compositions")
+        args.append(f"--samples {self.config['samples']}")
+        return " ".join(args)
+
+    def baselines(self, ruleset: str) -> list[str]:
+        """The baseline policies of a ruleset: its `evaluation` entry's own list, else `baselines`."""
+        from schemashift.policies import BUILTIN
+
+        policies = self.config["evaluation"].get(ruleset, {}).get("baselines", self.config["baselines"])
+        unknown = [policy for policy in policies if policy not in BUILTIN]
+        if unknown:
+            raise ConfigError(f"unknown baseline policies {unknown}; available: {sorted(BUILTIN)}")
+        return list(policies)
+
+    def cell_dir(self, ruleset: str, policy: str, scenario: str, seed: int | str) -> str:
+        return f"{self.results}/cells/{ruleset}/{policy}/{scenario}/seed-{seed}"
+
+    def baseline_cells(self) -> list[tuple[str, str, str, int]]:
+        """(ruleset, policy, scenario, seed): one `run --scenarios S --seeds N` job each."""
+        return [
+            (ruleset, policy, scenario, seed)
+            for ruleset in self.config["rulesets"]
+            for policy in self.baselines(ruleset)
+            for scenario, seed in self.cells(ruleset)
+        ]
+
+    def baseline_files(self) -> list[str]:
+        return [f"{self.cell_dir(*cell)}/{name}" for cell in self.baseline_cells() for name in CELL_FILES]
+
+    # --- API models -----------------------------------------------------------------------------
+
+    def _set(self, name: str | None) -> bool:
+        return bool(name) and bool(self.environ.get(name, "").strip())
+
+    @cached_property
+    def api_models(self) -> dict[str, dict]:
+        """The enabled API models by name (see `models` in the config schema)."""
+        enabled = {}
+        for name, model in self.config["models"].items():
+            if not model["policy"].startswith("openai:"):
+                continue  # a local model: evaluated as the step 0 of the runs that train it
+            switch = model.get("enabled", "auto")
+            key, url = model.get("key_env"), model.get("base_url_env")
+            if switch == "auto":
+                on = self._set(key) or self._set(url) or (key is None and url is None)
+            else:
+                on = switch is True
+                if on and key and not self._set(key) and not self._set(url):
+                    raise ConfigError(f"models.{name} is enabled but its key variable {key} is not set")
+            if on:
+                self.api_base_url(name)  # a bad endpoint fails here, before any job
+                enabled[name] = model
+        return enabled
+
+    def api_key_variables(self) -> list[str]:
+        """Names of the key variables remote executors must hand to the jobs."""
+        return sorted({m["key_env"] for m in self.api_models.values() if self._set(m.get("key_env"))})
+
+    def api_base_url(self, name: str) -> str:
+        """The configured endpoint, or the one its base_url_env names; never one with credentials
+        in it, which would show in the job's command line."""
+        model = self.config["models"][name]
+        override = model.get("base_url_env")
+        if not self._set(override):
+            return model["base_url"]
+        url = self.environ[override].strip()
+        if not _URL.fullmatch(url):
+            raise ConfigError(
+                f"models.{name}: {override} must be an http(s) URL without credentials "
+                "(keys go in the key variable)"
+            )
+        return url
+
+    def api_options(self, name: str) -> str:
+        """--base-url, --api-key-env (the variable's name, never its value: only when it is set, a
+        keyless local server otherwise) and --max-concurrency of an API model's evaluation."""
+        model = self.config["models"][name]
+        options = [f"--base-url {shlex.quote(self.api_base_url(name))}"]
+        if self._set(model.get("key_env")):
+            options.append(f"--api-key-env {model['key_env']}")
+        options.append(f"--max-concurrency {model.get('max_concurrency', 4)}")
+        return " ".join(options)
+
+    def api_keyless_prefix(self, name: str) -> str:
+        """A keyless endpoint must not get OpenAI's key, which the openai: policy sends by default."""
+        return "" if self._set(self.config["models"][name].get("key_env")) else "env -u OPENAI_API_KEY "
+
+    # --- training runs, base models and checkpoints ----------------------------------------------
+
+    def train_enabled(self) -> bool:
+        """true, false, or auto: where a GPU is visible (without starting a process)."""
+        switch = self.config["train"]["enabled"]
+        return gpu_visible(self.environ) if switch == "auto" else switch is True
+
+    def train_run(self, run: str):
+        """The resolved training run (schemashift.train.runs: defaults < train.defaults < run)."""
+        from schemashift.train.runs import RunConfigError, resolve_run
+
+        if run not in self._runs:
+            try:
+                self._runs[run] = resolve_run(self.config, run)
+            except RunConfigError as exc:
+                raise ConfigError(str(exc)) from None
+        return self._runs[run]
+
+    def train_runs(self) -> list[str]:
+        """Names of the enabled training runs (`enabled: false` keeps an optional run out)."""
+        return [run for run, spec in self.config["train"]["runs"].items() if spec.get("enabled", True)]
+
+    def run_config(self, run: str) -> dict:
+        """The config a train job reads: the shared defaults and this run alone."""
+        self.train_run(run)
+        base = self.config["train"]["runs"][run]["base_model"]
+        models = {base: self.config["models"][base]} if base in self.config["models"] else {}
+        return {
+            "models": models,
+            "train": {
+                "defaults": self.config["train"]["defaults"],
+                "runs": {run: self.config["train"]["runs"][run]},
+            },
+        }
+
+    def checkpoint_steps(self, run: str) -> list[int]:
+        """The steps a run saves a checkpoint at: every `save_steps`, and `max_steps`."""
+        return self.train_run(run).save_steps()
+
+    def base_models(self) -> dict[str, str]:
+        """Slug -> base model of every training run (one step-0 evaluation each)."""
+        bases: dict[str, str] = {}
+        for run in self.train_runs():
+            model = self.train_run(run).base_model
+            other = bases.setdefault(model_slug(model), model)
+            if other != model:
+                raise ConfigError(
+                    f"base models {other!r} and {model!r} share the folder {model_slug(model)!r}"
+                )
+        return bases
+
+    def checkpoint_dir(self, run: str, step: int) -> str:
+        return f"{self.results}/train/{run}/checkpoint-{step}"
+
+    def train_done(self, run: str) -> str:
+        """The train rule's completion record; checkpoints are not outputs, so a rerun resumes."""
+        return f"{self.results}/train/{run}/train.done.json"
+
+    def subject(self, name: str) -> Subject:
+        """An evaluation subject by its folder: api/<model>, base/<slug> (step 0 of every run that
+        starts from it) or <run>/step-<n>, which waits on its run's completion record."""
+        head, tail = name.split("/")
+        if head == "api":
+            return Subject(name, self.api_models[tail]["policy"])
+        if head == "base":
+            bases = self.base_models()
+            if tail not in bases:
+                raise ValueError(
+                    f"no training run has the base model folder {tail!r}; known: {sorted(bases)}"
+                )
+            return Subject(name, f"hf:{bases[tail]}", checkpoint_step=0)
+        step = int(tail.removeprefix("step-"))
+        steps = self.checkpoint_steps(head)
+        if step not in steps:
+            raise ValueError(f"train run {head!r} saves no checkpoint {step}; its checkpoints: {steps}")
+        policy = f"hf:{self.train_run(head).base_model}@{self.checkpoint_dir(head, step)}"
+        return Subject(name, policy, self.train_done(head), head, step)
+
+    def model_subjects(self) -> list[str]:
+        """The base models and every checkpoint of the enabled training runs."""
+        subjects = [f"base/{slug}" for slug in self.base_models()]
+        return subjects + [
+            f"{run}/step-{step}" for run in self.train_runs() for step in self.checkpoint_steps(run)
+        ]
+
+    def eval_dir(self, subject: str, ruleset: str) -> str:
+        return f"{self.results}/eval/{subject}/{ruleset}"
+
+    def _eval_files(self, subjects: list[str]) -> list[str]:
+        return [
+            f"{self.eval_dir(subject, ruleset)}/{name}"
+            for subject in subjects
+            for ruleset in self.config["rulesets"]
+            for name in CELL_FILES
+        ]
+
+    def evaluation_targets(self) -> list[str]:
+        """The API baselines always; the base models and checkpoints where training is enabled."""
+        subjects = [f"api/{name}" for name in self.api_models]
+        return self._eval_files(subjects + (self.model_subjects() if self.train_enabled() else []))
+
+    # --- what the aggregation expects and reads --------------------------------------------------
+
+    def model_cells(self) -> list[tuple[str, Subject, str, int]]:
+        """(ruleset, subject, scenario, seed) of the model evaluations the manifest expects: every
+        enabled API baseline, and, unless training is disabled, each run's untrained base model
+        (step 0) and its checkpoints, on the cells their `eval` plays. A configured run that has
+        not trained here (auto without a GPU) thus shows as missing, never as absent or 0."""
+        names = [f"api/{name}" for name in self.api_models]
+        if self.config["train"]["enabled"] is not False:
+            names += self.model_subjects()
+        return [
+            (ruleset, subject, scenario, seed)
+            for subject in map(self.subject, names)
+            for ruleset in self.config["rulesets"]
+            for scenario, seed in self.cells(ruleset)
+        ]
+
+    def expected_cells(self) -> list[dict]:
+        """Every cell the manifest expects, each sample apart (results/expected_cells.json)."""
+        samples = range(self.config["samples"])
+        cells = [
+            {"ruleset": r, "policy": p, "scenario": s, "seed": seed, "sample_index": i}
+            for r, p, s, seed in self.baseline_cells()
+            for i in samples
+        ]
+        seen = set()
+        for ruleset, subject, scenario, seed in self.model_cells():
+            key = (ruleset, subject.policy, subject.train_run, subject.checkpoint_step, scenario, seed)
+            if key in seen:
+                continue
+            seen.add(key)
+            cells += [
+                {
+                    "ruleset": ruleset,
+                    "policy": subject.policy,
+                    "train_run": subject.train_run,
+                    "checkpoint_step": subject.checkpoint_step,
+                    "scenario": scenario,
+                    "seed": seed,
+                    "sample_index": i,
+                }
+                for i in samples
+            ]
+        return cells
+
+    def evaluation_inputs(self) -> list[str]:
+        """Model evaluation results the aggregation reads: those this config makes, and any others
+        already under results/eval (from an earlier config or run)."""
+        made = [target for target in self.evaluation_targets() if target.endswith("episodes.parquet")]
+        found = [str(path) for path in Path(self.results, "eval").glob("**/episodes.parquet")]
+        return sorted(set(made) | set(found))
+
+    def training_inputs(self) -> list[str]:
+        """Training metrics the aggregation reads: the enabled runs' where training is on, and any
+        that exist."""
+        made = (
+            [f"{self.results}/train/{run}/metrics.parquet" for run in self.train_runs()]
+            if self.train_enabled()
+            else []
+        )
+        found = [str(path) for path in Path(self.results, "train").glob("*/metrics.parquet")]
+        return sorted(set(made) | set(found))
+
+    # --- the container image and the default targets ---------------------------------------------
+
+    def image_engine(self) -> str | None:
+        """The engine `env_image` builds with: the one named, or under auto the first of docker
+        and podman on PATH (looked up, never run); None for `none`."""
+        wanted = self.config["containers"]["engine"]
+        if wanted != "auto":
+            return None if wanted == "none" else wanted
+        return next((engine for engine in ("docker", "podman") if shutil.which(engine)), None)
+
+    def image_is_default(self) -> bool:
+        """The image joins the default targets only where the config names its engine: whether a
+        base image is at hand is the build's business, not the parse's."""
+        return self.config["containers"]["engine"] in ("docker", "podman")
+
+    def default_targets(self) -> list[str]:
+        """The aggregated tables, the report and its figures, and the cells (so that a deleted
+        cell file is made again), and the image where its engine is named."""
+        from schemashift.report.figures import stems
+
+        targets = [
+            f"{self.results}/{name}" for name in ("episodes.parquet", "drifts.parquet", "manifest.json")
+        ]
+        targets += [f"{self.results}/summary.md", f"{self.results}/report.html"]
+        targets += [f"{self.results}/figures/{stem}.png" for stem in stems(self.config["rulesets"])]
+        targets += self.baseline_files()
+        if self.image_is_default():
+            targets.append(f"{self.results}/containers/env.image.json")
+        return targets

@@ -1,0 +1,230 @@
+"""schemashift.workflow called directly (no Snakemake): cell selection shared with `run` and
+`eval`, subjects, API models, expected cells, GPU detection and code digests from real imports."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from workflow_support import REPO, TEST_CONFIG
+
+from schemashift.cli import build_parser, discover_verbs
+from schemashift.cli.options import cells_of
+from schemashift.env.rulesets import get_ruleset
+from schemashift.workflow import ConfigError, Plan, gpu_visible
+from schemashift.workflow.digests import JOBS, ImportGraph, code_digests
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def load(name: str) -> dict:
+    with open(REPO / name) as f:
+        return yaml.safe_load(f)
+
+
+def with_defaults(config: dict) -> dict:
+    """What Snakemake's schema validation fills in (the cell defaults a test config leaves out)."""
+    for cells in config["evaluation"].values():
+        cells.setdefault("split", "test")
+        cells.setdefault("compositions", False)
+    return config
+
+
+def composed_config() -> dict:
+    config = with_defaults(load("config.yaml"))
+    config["evaluation"]["v1"]["compositions"] = True
+    config["train"]["enabled"] = True
+    config["models"]["gpt-4o-mini"]["enabled"] = True
+    return config
+
+
+PARSER = build_parser(discover_verbs())
+
+
+def played(verb: str, command: str) -> set[tuple[str, str, int]]:
+    """(ruleset, scenario, seed) of the cells the verb plays for a command line the plan wrote."""
+    words = shlex.split(command)
+    args = PARSER.parse_args([verb, *words, "--out", "unused"])
+    scenarios, seeds = cells_of(args, get_ruleset(args.ruleset))
+    return {(args.ruleset, scenario, seed) for scenario in scenarios for seed in seeds}
+
+
+def test_with_compositions_the_expected_model_cells_are_the_cells_eval_plays():
+    plan = Plan(composed_config(), environ={"OPENAI_API_KEY": "sk-x"})
+    expected: dict[str, set] = {}
+    for ruleset, subject, scenario, seed in plan.model_cells():
+        expected.setdefault(subject.name, set()).add((ruleset, scenario, seed))
+    assert "api/gpt-4o-mini" in expected and "run1/step-25" in expected
+    composed = {s for s in expected["run1/step-25"] if s[1].startswith("composed_")}
+    assert composed, "v1 with compositions: the checkpoints are expected on the compositions"
+    for name, cells in expected.items():
+        eval_plays = set()
+        for ruleset in plan.config["rulesets"]:
+            command = f"--policy '{plan.subject(name).policy}' --ruleset {ruleset} {plan.cells_args(ruleset)}"
+            eval_plays |= played("eval", command)
+        assert eval_plays == cells, name
+    census = {(c["ruleset"], c["scenario"], c["seed"]) for c in plan.expected_cells() if c.get("train_run")}
+    assert census == expected["run1/step-25"]
+
+
+def test_the_baseline_cells_are_the_cells_run_plays():
+    plan = Plan(composed_config(), environ={})
+    for ruleset in plan.config["rulesets"]:
+        jobs = {(r, s, seed) for r, p, s, seed in plan.baseline_cells() if r == ruleset and p == "oracle"}
+        # what each baseline job's `run --scenarios S --seeds N` plays, and `run` over the whole set
+        one_each = set()
+        for _, scenario, seed in jobs:
+            one_each |= played(
+                "run", f"--policy oracle --ruleset {ruleset} --scenarios {scenario} --seeds {seed}"
+            )
+        assert one_each == jobs
+        assert played("run", f"--policy oracle --ruleset {ruleset} {plan.cells_args(ruleset)}") == jobs
+
+
+def test_cells_follow_the_split_and_refuse_seeds_outside_it():
+    config = composed_config()
+    plan = Plan(config, environ={})
+    assert "--split test" in plan.cells_args("v1") and "--split" not in plan.cells_args("legacy")
+    config["evaluation"]["v1"]["seeds"] = "10000"
+    with pytest.raises(ConfigError, match=r"evaluation.v1: --seeds: \[10000\] are not in split 'test'"):
+        Plan(config, environ={}).cells("v1")
+
+
+def test_compositions_on_a_ruleset_without_them_is_a_config_error():
+    config = composed_config()
+    config["evaluation"]["legacy"]["compositions"] = True
+    with pytest.raises(ConfigError, match="has no generated compositions"):
+        Plan(config, environ={}).cells("legacy")
+
+
+def test_subjects_pass_only_the_policy_spec():
+    config = composed_config()
+    plan = Plan(config, environ={})
+    step = plan.subject("run1/step-50")
+    assert step.policy == "hf:Qwen/Qwen2.5-1.5B-Instruct@results/train/run1/checkpoint-50"
+    assert (step.trained, step.train_run, step.checkpoint_step) == (
+        "results/train/run1/train.done.json",
+        "run1",
+        50,
+    )
+    base = plan.subject("base/Qwen--Qwen2.5-1.5B-Instruct")
+    assert (base.policy, base.trained, base.checkpoint_step) == ("hf:Qwen/Qwen2.5-1.5B-Instruct", None, 0)
+    with pytest.raises(ValueError, match=r"saves no checkpoint 70; its checkpoints: \[25, 50, 75, 100\]"):
+        plan.subject("run1/step-70")
+
+
+def test_api_models_read_keys_by_name_only():
+    config = with_defaults(load("config.yaml"))
+    plan = Plan(config, environ={"HF_TOKEN": "hf-secret", "OLLAMA_BASE_URL": "http://127.0.0.1:11434/v1"})
+    assert set(plan.api_models) == {"qwen2.5-7b-instruct", "llama-3.1-8b-instruct", "gpt-oss-120b"}
+    assert plan.api_key_variables() == ["HF_TOKEN"]
+    options = plan.api_options("qwen2.5-7b-instruct")
+    assert "--api-key-env HF_TOKEN" in options and "hf-secret" not in options
+    assert plan.api_options("gpt-oss-120b") == "--base-url http://127.0.0.1:11434/v1 --max-concurrency 4"
+    assert plan.api_keyless_prefix("gpt-oss-120b") == "env -u OPENAI_API_KEY "
+    leaky = Plan(config, environ={"OLLAMA_BASE_URL": "http://u:hunter2@h/v1"})
+    with pytest.raises(ConfigError) as caught:
+        leaky.api_key_variables()
+    assert "hunter2" not in str(caught.value)
+
+
+def test_gpu_visibility_starts_no_process(tmp_path):
+    assert gpu_visible({"CUDA_VISIBLE_DEVICES": "0"}, tmp_path / "none")
+    assert not gpu_visible({"CUDA_VISIBLE_DEVICES": ""}, tmp_path)
+    assert not gpu_visible({}, tmp_path / "none")
+    (tmp_path / "0000:01:00.0").mkdir()
+    assert gpu_visible({}, tmp_path)
+
+
+def test_training_auto_follows_the_gpu_and_the_census_expects_runs_unless_disabled(monkeypatch, tmp_path):
+    config = with_defaults(load("config.yaml"))
+    monkeypatch.setattr("schemashift.workflow.plan.NVIDIA_GPUS", tmp_path)
+    plan = Plan(config, environ={})
+    assert not plan.train_enabled() and plan.evaluation_targets() == []
+    assert {subject.name for _, subject, _, _ in plan.model_cells()} == set(plan.model_subjects())
+    config["train"]["enabled"] = False
+    assert Plan(config, environ={}).model_cells() == []
+
+
+def test_the_image_is_a_default_target_only_where_its_engine_is_named():
+    config = with_defaults(load(TEST_CONFIG))
+    for engine, default in (("auto", False), ("none", False), ("podman", True)):
+        config["containers"]["engine"] = engine
+        targets = Plan(config, environ={}).default_targets()
+        assert ("results/containers/env.image.json" in targets) is default, engine
+
+
+def test_importing_the_workflow_module_is_light():
+    code = "import sys, schemashift.workflow, schemashift.workflow.digests; " + (
+        "print([m for m in ('torch', 'transformers', 'pandas', 'pyarrow') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "[]"
+
+
+# --- code digests from real imports ---------------------------------------------------------------
+
+
+@pytest.fixture
+def package(tmp_path) -> Path:
+    shutil.copytree(
+        REPO / "schemashift", tmp_path / "schemashift", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return tmp_path
+
+
+def digests_after(root: Path, relpath: str) -> tuple[dict, dict]:
+    before = code_digests(ImportGraph(root))
+    with open(root / relpath, "a") as f:
+        f.write("\n# edited\n")
+    return before, code_digests(ImportGraph(root))
+
+
+def test_report_digests_follow_the_environment_the_report_imports(package):
+    # report/load.py imports schemashift.env.rulesets inside a function
+    before, after = digests_after(package, "schemashift/env/rulesets/v1/catalogue.py")
+    for rule in ("tables", "figures", "html", "cells", "eval"):
+        assert before[rule] != after[rule], rule
+
+
+def test_an_unrelated_module_changes_no_report_digest(package):
+    before, after = digests_after(package, "schemashift/server/app.py")
+    assert {rule: after[rule] for rule in ("aggregate", "tables", "figures", "html")} == {
+        rule: before[rule] for rule in ("aggregate", "tables", "figures", "html")
+    }
+
+
+def test_each_report_part_takes_only_its_own_modules(package):
+    graph = ImportGraph(package)
+    closures = {rule: set(graph.closure(job.entries, job.skip)) for rule, job in JOBS.items()}
+    assert "schemashift.report.figures" not in closures["tables"]
+    assert "schemashift.report.html" not in closures["figures"]
+    assert {"schemashift.report.tables", "schemashift.report.figures"} <= closures["html"]
+    assert not any(name.startswith("schemashift.report") for name in closures["cells"])
+    # the registries: rulesets listed by pkgutil, model policies named by "module:function" strings
+    assert "schemashift.env.rulesets.v1.ruleset" in closures["cells"]
+    assert "schemashift.policies.llm.local" in closures["eval"]
+
+
+def test_the_import_scan_cache_gives_the_same_graph(package, tmp_path):
+    cache = tmp_path / "cache" / "imports.json"
+    first = code_digests(ImportGraph(package, cache))
+    assert json.loads(cache.read_text())
+    assert code_digests(ImportGraph(package, cache)) == first == code_digests(ImportGraph(package))
+
+
+def test_type_checking_imports_are_not_followed(package):
+    module = package / "schemashift" / "rollout" / "io.py"
+    text = module.read_text()
+    assert "if TYPE_CHECKING:" in text
+    before = ImportGraph(package).closure(("schemashift.rollout.io",))
+    module.write_text(
+        text.replace("if TYPE_CHECKING:\n", "if TYPE_CHECKING:\n    import schemashift.server.app\n", 1)
+    )
+    assert ImportGraph(package).closure(("schemashift.rollout.io",)) == before
