@@ -32,7 +32,8 @@ CLI = f"{PACKAGE}.cli.__main__"
 @dataclass(frozen=True)
 class Job:
     """A job's entry: `python -m schemashift.cli <verb>`, less the modules of its verb's other
-    parts (`report tables` never imports the figures or the HTML page)."""
+    parts (`report tables` never imports the figures or the HTML page, `report figures` neither
+    the tables nor the page)."""
 
     verb: str
     skip: tuple[str, ...] = ()
@@ -49,7 +50,7 @@ JOBS = {
     "train": Job("train"),
     "aggregate": Job("aggregate"),
     "tables": Job("report", skip=(f"{PACKAGE}.report.figures", f"{PACKAGE}.report.html")),
-    "figures": Job("report", skip=(f"{PACKAGE}.report.html",)),
+    "figures": Job("report", skip=(f"{PACKAGE}.report.tables", f"{PACKAGE}.report.html")),
     "html": Job("report"),
 }
 
@@ -148,12 +149,13 @@ class ImportGraph:
         return Module(path, frozenset(imports - {name}), frozenset(third))
 
     def closure(self, entries: tuple[str, ...], skip: tuple[str, ...] = ()) -> list[str]:
-        """Package modules the entries import, directly or not, in name order."""
+        """Package modules the entries import, directly or not, in name order; a module in `skip`
+        is left out with its submodules."""
         seen: set[str] = set()
         todo = [name for entry in entries for name in self._resolve(entry)]
         while todo:
             name = todo.pop()
-            if name in seen or name in skip:
+            if name in seen or any(name == part or name.startswith(f"{part}.") for part in skip):
                 continue
             seen.add(name)
             todo.extend(self.modules[name].imports)
