@@ -256,10 +256,7 @@ def test_one_checkpoints_evaluation_is_a_target(copy, tmp_path, checkpoints, ena
     counts, output = dry_run(copy, base, configfile=path, force=False)
     assert counts == {"evaluate": 1}
     (command,) = shell_commands(output)
-    assert (
-        f"python -m schemashift.cli eval --policy 'hf:{BASE}' --ruleset legacy "
-        in command
-    )
+    assert f"python -m schemashift.cli eval --policy 'hf:{BASE}' --ruleset legacy " in command
 
 
 def test_a_checkpoint_evaluation_waits_for_its_run_to_train(copy, tmp_path):
