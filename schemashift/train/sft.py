@@ -23,6 +23,7 @@ from typing import Any
 from schemashift.env.environment import Environment
 from schemashift.env.rulesets import get_ruleset
 from schemashift.policies.llm.format import FORMAT_VERSION, Conversation, action_text
+from schemashift.policies.llm.turn_end import end_of_turn_ids
 from schemashift.policies.oracle import Oracle
 
 Message = dict[str, str]
@@ -178,17 +179,6 @@ def train_loop(
     )
 
 
-def stop_ids_of(tokenizer: Any) -> list[int]:
-    ids = []
-    for token in (tokenizer.eos_token, "<|im_end|>", "<|eot_id|>"):
-        if token is None:
-            continue
-        token_id = tokenizer.convert_tokens_to_ids(token)
-        if isinstance(token_id, int) and token_id != tokenizer.unk_token_id and token_id not in ids:
-            ids.append(token_id)
-    return ids
-
-
 def sft(
     model_name: str,
     out: str | Path,
@@ -272,7 +262,7 @@ def sft_model(
         config = LoraConfig(r=lora_r, lora_alpha=2 * lora_r, lora_dropout=0.0, target_modules=targets)
         model = get_peft_model(model, config)
     conversations = oracle_conversations(rulesets, seeds, scenarios)
-    stops = stop_ids_of(tokenizer)
+    stops = end_of_turn_ids(tokenizer, getattr(model, "generation_config", None))
     examples = [encode_conversation(tokenizer, messages, stops) for messages in conversations]
     result = train_loop(model, examples, steps=steps, lr=lr, seed=seed, max_seconds=max_seconds, log=log)
     manifest = {

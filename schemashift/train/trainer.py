@@ -4,21 +4,27 @@
 or vLLM colocate generation on a GPU), builds the dataset from the run's ruleset and split, and
 trains with `GRPOTrainer` and the closed-loop `rollout_func`. Checkpoints land in
 `<out>/checkpoint-<step>/` (adapter, optimizer state, `manifest.json` written last), metrics in
-`<out>/metrics.jsonl` as they happen and `<out>/metrics.parquet` at every save. A run started
+`<out>/metrics.jsonl` as they happen and `<out>/metrics.parquet` at every save, and the run index
+`<out>/run.json` (the run's identity and its complete checkpoints) at every save. A run started
 again resumes from its last complete checkpoint and supersedes the metric rows logged after it.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
+from schemashift.lineage import RUN_INDEX, run_index
 from schemashift.rollout.io import write_json
 from schemashift.train import backends as stacks
-from schemashift.train.checkpoints import complete_checkpoints, latest_checkpoint, write_manifest
+from schemashift.train.checkpoints import (
+    complete_checkpoints,
+    latest_checkpoint,
+    read_manifest,
+    write_manifest,
+)
 from schemashift.train.metrics import MetricsLog, write_go_no_go
 from schemashift.train.runs import TrainRun, grpo_kwargs, lora_kwargs, resolve_run
 
@@ -106,6 +112,7 @@ def _callback_class():
             step = state.global_step
             write_manifest(self.out / f"checkpoint-{step}", step, **self.facts)
             self.metrics.write_parquet()
+            write_run_index(self.out, self.run)
 
     return Recorder
 
@@ -152,8 +159,9 @@ def _warm_start(model: Any, tokenizer: Any, run: TrainRun, peft_config: Any, out
 
     from peft import PeftModel, get_peft_model
 
+    from schemashift.policies.llm.turn_end import end_of_turn_ids
     from schemashift.train.dataset import training_scenarios, training_seeds
-    from schemashift.train.sft import encode_conversation, oracle_conversations, stop_ids_of, train_loop
+    from schemashift.train.sft import encode_conversation, oracle_conversations, train_loop
 
     saved = out / "sft-adapter"
     if (saved / "adapter_config.json").is_file():
@@ -162,7 +170,7 @@ def _warm_start(model: Any, tokenizer: Any, run: TrainRun, peft_config: Any, out
     conversations = oracle_conversations(
         [run.ruleset], training_seeds(run, run["sft_seeds"]), training_scenarios(run)
     )
-    stops = stop_ids_of(tokenizer)
+    stops = end_of_turn_ids(tokenizer, getattr(model, "generation_config", None))
     examples = [encode_conversation(tokenizer, messages, stops) for messages in conversations]
     result = train_loop(
         model, examples, steps=run["sft_steps"], lr=run["sft_learning_rate"], seed=run["seed"]
@@ -208,7 +216,9 @@ def train(
     if run["push_to_hub"] and not os.environ.get("HF_TOKEN"):
         raise TrainingError("push_to_hub is on but HF_TOKEN is not set; export a Hub token or turn it off")
     if previous and previous[0] >= run["max_steps"]:
-        return json.loads((out / DONE_NAME).read_text()) if (out / DONE_NAME).is_file() else _finish(out, run)
+        # Trained already: the records are rewritten from the checkpoints, so that a changed
+        # description (or report_step) reaches the run index without retraining.
+        return _finish(out, run)
 
     import torch
 
@@ -221,8 +231,8 @@ def train(
     from trl import GRPOConfig, GRPOTrainer
 
     from schemashift.rollout.runner import RunContext
+    from schemashift.train.closed_loop import ClosedLoopRollout, reward_function
     from schemashift.train.dataset import build_rows
-    from schemashift.train.rollout import ClosedLoopRollout, reward_function
 
     context = RunContext(
         run_id=f"train-{run.name}",
@@ -240,6 +250,7 @@ def train(
         temperature=run["temperature"],
         backend=env_backend,
         context=context,
+        generation_config=getattr(model, "generation_config", None),
     )
     metrics = MetricsLog(out, run.name)
     if previous:
@@ -272,9 +283,31 @@ def train(
     return _finish(out, run)
 
 
+def write_run_index(out: Path, run: TrainRun) -> dict[str, Any]:
+    """The run index (`schemashift.lineage.RUN_INDEX`) of the checkpoints complete so far."""
+    index = run_index(
+        train_run=run.name,
+        base_model=run.base_model,
+        ruleset=run.ruleset,
+        reward=run.reward,
+        split=run.split,
+        description=run.description,
+        max_steps=run["max_steps"],
+        save_steps=run.save_steps(),
+        report_step=run.reported_step(),
+        go_no_go_step=run["go_no_go_step"],
+        checkpoints={
+            step: read_manifest(path)["adapter_sha256"] for step, path in complete_checkpoints(out).items()
+        },
+    )
+    write_json(out / RUN_INDEX, index)
+    return index
+
+
 def _finish(out: Path, run: TrainRun) -> dict[str, Any]:
     metrics = MetricsLog(out, run.name)
     metrics.write_parquet()
+    write_run_index(out, run)
     checkpoints = {step: str(path.name) for step, path in complete_checkpoints(out).items()}
     missing = [step for step in run.save_steps() if step not in checkpoints]
     if missing:

@@ -18,7 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from schemashift.lineage import adapter_sha256
 from schemashift.policies.llm.completion import Completion
+from schemashift.policies.llm.turn_end import end_of_turn_ids
 
 DTYPES = ("auto", "float32", "bfloat16", "float16", "float64")
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
@@ -168,7 +170,7 @@ class LocalModel:
         )
         config = self.network.config
         self.context_length = int(getattr(config, "max_position_embeddings", 0) or 32768)
-        self.stop_ids = self._stop_ids()
+        self.stop_ids = end_of_turn_ids(self.tokenizer, getattr(self.network, "generation_config", None))
         self._prompt_tokens = PromptTokens(self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id
         if self.pad_id is None:
@@ -177,25 +179,8 @@ class LocalModel:
         self._cache_keyword = _cache_keyword(self.network)
         #: session -> (token ids held, per-layer (keys, values) of one row)
         self._sessions: dict[Any, tuple[list[int], list[tuple[Any, Any]]]] = {}
-        self.adapter_sha256 = file_digest(adapter) if adapter else None
-
-    def _stop_ids(self) -> list[int]:
-        """End-of-turn ids: the tokenizer's eos plus the chat template's turn end, if distinct."""
-        ids = []
-        for token in (self.tokenizer.eos_token, "<|im_end|>", "<|eot_id|>", "<|end|>"):
-            if token is None:
-                continue
-            token_id = self.tokenizer.convert_tokens_to_ids(token)
-            if isinstance(token_id, int) and token_id != self.tokenizer.unk_token_id and token_id not in ids:
-                ids.append(token_id)
-        generation = getattr(self.network, "generation_config", None)
-        eos = getattr(generation, "eos_token_id", None)
-        for token_id in eos if isinstance(eos, list) else [eos]:
-            if isinstance(token_id, int) and token_id not in ids:
-                ids.append(token_id)
-        if not ids:
-            raise ValueError(f"model {self.model_name!r} defines no end-of-turn token")
-        return ids
+        # the one adapter hash (schemashift.lineage): a checkpoint's manifest carries the same value
+        self.adapter_sha256 = adapter_sha256(adapter) if adapter else None
 
     # -- what results depend on -------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:

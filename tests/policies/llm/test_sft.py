@@ -11,9 +11,10 @@ from schemashift.cli import main
 from schemashift.env.rulesets import get_ruleset
 from schemashift.policies import make_policy
 from schemashift.policies.llm.format import action_text
+from schemashift.policies.llm.turn_end import end_of_turn_ids
 from schemashift.rollout.backends import InProcessBackend
 from schemashift.rollout.runner import RunContext, cells, run_sweep
-from schemashift.train.sft import encode_conversation, oracle_conversation, stop_ids_of
+from schemashift.train.sft import encode_conversation, oracle_conversation
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.timeout(600)]
 LEGACY = get_ruleset("legacy")
@@ -31,7 +32,7 @@ def test_only_the_assistant_turns_and_their_end_token_carry_loss(tiny_model: Pat
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     messages = oracle_conversation("legacy", "E3_customer_lookup", 0)
-    ids, labels = encode_conversation(tokenizer, messages, stop_ids_of(tokenizer))
+    ids, labels = encode_conversation(tokenizer, messages, end_of_turn_ids(tokenizer))
     assert len(ids) == len(labels)
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     spans, current = [], []

@@ -9,8 +9,8 @@ from schemashift.env.environment import Environment
 from schemashift.env.rulesets import get_ruleset
 from schemashift.policies.llm.format import Conversation
 from schemashift.policies.llm.parser import parse_output
+from schemashift.train.closed_loop import ClosedLoopRollout, reward_function
 from schemashift.train.dataset import opening_messages
-from schemashift.train.rollout import ClosedLoopRollout, reward_function
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(600)]
 

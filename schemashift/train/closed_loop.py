@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemashift.policies.llm.turn_end import end_of_turn_ids
 from schemashift.rollout.runner import RunContext
 from schemashift.train.dataset import EPISODE_FIELD
 from schemashift.train.rewards import episode_reward, reward_components
@@ -67,6 +68,7 @@ class ClosedLoopRollout:
         temperature: float = 1.0,
         backend: str = "inprocess",
         context: RunContext | None = None,
+        generation_config: Any = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.reward = reward
@@ -79,8 +81,8 @@ class ClosedLoopRollout:
         self.finished: list[dict[str, Any]] = []
         #: the trainer's vLLM generation engine while a call uses it (colocate mode)
         self._vllm: Any = None
-        #: tokens that end a turn: EOS and the chat template's end-of-turn token
-        self._stop_ids = _stop_ids(tokenizer)
+        #: tokens that end a turn, as evaluation ends it (`policies.llm.turn_end`)
+        self._stop_ids = frozenset(end_of_turn_ids(tokenizer, generation_config))
 
     # -- text <-> tokens -----------------------------------------------------------------------------
     def _render(self, messages: list[dict[str, Any]]) -> str:
@@ -208,14 +210,6 @@ class ClosedLoopRollout:
     def drain(self) -> list[dict[str, Any]]:
         finished, self.finished = self.finished, []
         return finished
-
-
-def _stop_ids(tokenizer: Any) -> set[int]:
-    ids = {tokenizer.eos_token_id}
-    end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    if isinstance(end_of_turn, int) and end_of_turn != tokenizer.unk_token_id:
-        ids.add(end_of_turn)
-    return {i for i in ids if i is not None}
 
 
 def reward_function(variant: str):
