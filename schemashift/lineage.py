@@ -4,8 +4,11 @@ A checkpoint's identity is written once, by the trainer, and read by everyone af
 - `checkpoint-<step>/manifest.json` ties an adapter to its run, step, base model and the
   sha256 of its weights (`adapter_sha256`, the one adapter hash: evaluation rows carry the same
   value, so a row joins the manifest of the adapter it measured);
-- `run.json` beside the checkpoints is the run index: the run's settings and its complete
-  checkpoints, which the aggregation and the report read instead of rebuilding runs from config;
+- `run.json` beside the checkpoints is the run index (`run_index`): the run's settings and its
+  complete checkpoints, which the aggregation and the report read instead of rebuilding runs
+  from config;
+- `evaluated_identity` is what an evaluation row says it measured (training run, step), read
+  from the manifest of the adapter it loads;
 - `go_no_go` is the seed document's step-20 decision on a run's metric lineage, applied by the
   trainer when it writes `go_no_go.json` and by the report when it recomputes it.
 """
@@ -50,6 +53,64 @@ def read_checkpoint_manifest(checkpoint: str | Path) -> dict[str, Any]:
         raise FileNotFoundError(
             f"{checkpoint}: no {CHECKPOINT_MANIFEST} (not a complete checkpoint of a training run)"
         ) from None
+
+
+def evaluated_identity(adapter: str | Path | None) -> dict[str, Any]:
+    """The training run and optimizer step behind a local model's weights, as its rows carry them.
+
+    A checkpoint of a training run: its manifest's run and step (the adapter's hash must still be
+    the manifest's). A model evaluated as it is, without an adapter: step 0 of no run (the
+    step-0 point of every run that starts from it). An adapter without a manifest (one from
+    `schemashift sft`, say): unknown, null.
+    """
+    if adapter is None:
+        return {"train_run": None, "checkpoint_step": 0}
+    if not (Path(adapter) / CHECKPOINT_MANIFEST).is_file():
+        return {"train_run": None, "checkpoint_step": None}
+    manifest = read_checkpoint_manifest(adapter)
+    recorded = manifest.get("adapter_sha256")
+    actual = adapter_sha256(adapter)
+    if recorded != actual:
+        raise ValueError(
+            f"{adapter}: the adapter weights (sha256 {actual[:12]}) are not the ones its "
+            f"{CHECKPOINT_MANIFEST} names ({str(recorded)[:12]}): it changed after it was saved"
+        )
+    return {"train_run": manifest.get("train_run"), "checkpoint_step": int(manifest["step"])}
+
+
+def run_index(
+    *,
+    train_run: str,
+    base_model: str,
+    ruleset: str,
+    reward: str,
+    split: str | None,
+    description: str | None,
+    max_steps: int,
+    save_steps: Iterable[int],
+    report_step: int,
+    go_no_go_step: int,
+    checkpoints: Mapping[int, str],
+) -> dict[str, Any]:
+    """The run index of a training run: its identity, planned checkpoints, the step the report
+    calls trained, and its complete checkpoints (step -> adapter sha256), in step order."""
+    return {
+        "schema_version": RUN_INDEX_VERSION,
+        "train_run": train_run,
+        "base_model": base_model,
+        "ruleset": ruleset,
+        "reward": reward,
+        "split": split,
+        "description": description,
+        "max_steps": int(max_steps),
+        "save_steps": [int(step) for step in save_steps],
+        "report_step": int(report_step),
+        "go_no_go_step": int(go_no_go_step),
+        "checkpoints": [
+            {"step": int(step), "path": f"checkpoint-{int(step)}", "adapter_sha256": checkpoints[step]}
+            for step in sorted(checkpoints)
+        ],
+    }
 
 
 def read_run_index(run_dir: str | Path) -> dict[str, Any] | None:

@@ -67,6 +67,7 @@ class Run:
     trained_step: int
     indexed: bool
     go_no_go_step: int = GO_NO_GO_STEP
+    description: str | None = None
 
     def label(self, step: int) -> str:
         return f"{self.name}@step-{step}"
@@ -96,6 +97,7 @@ def indexed_run(index: Mapping[str, Any]) -> Run:
         trained_step=int(report_step) if report_step is not None else planned[-1],
         indexed=True,
         go_no_go_step=int(index.get("go_no_go_step") or GO_NO_GO_STEP),
+        description=index.get("description"),
     )
 
 
@@ -118,6 +120,7 @@ def configured_run(config: Mapping[str, Any], name: str) -> Run:
         trained_step=run.reported_step(),
         indexed=False,
         go_no_go_step=run["go_no_go_step"],
+        description=run.description,
     )
 
 

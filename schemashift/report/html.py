@@ -207,10 +207,21 @@ def ranges(values: Iterable[int]) -> str:
 def runs_section(a: Analysis) -> list[str]:
     if not a.runs:
         return []
-    header = ["training run", "base model", "ruleset", "reward", "split", "checkpoints", "trained", "step 0"]
+    header = [
+        "training run",
+        "description",
+        "base model",
+        "ruleset",
+        "reward",
+        "split",
+        "checkpoints",
+        "trained",
+        "step 0",
+    ]
     body = [
         [
             _text(run.name),
+            _text(run.description or ""),
             _text(run.base_model or "unknown"),
             _text(run.ruleset or "unknown"),
             _text(run.reward or "unknown"),

@@ -13,7 +13,8 @@ from typing import Any
 REWARD_VARIANTS = ("v1", "binary", "legacy_cumulative")
 BACKENDS = ("auto", "transformers", "unsloth", "vllm")
 #: Keys of one `train.runs.<name>` entry; `report_step` names the checkpoint the report calls
-#: "trained" (default: the last one), `enabled: false` keeps an optional run out of the workflow.
+#: "trained" (default: the last one), `enabled: false` keeps an optional run out of the workflow,
+#: `description` is shown beside the run in the report.
 RUN_KEYS = ("base_model", "ruleset", "split", "reward", "overrides", "report_step", "enabled", "description")
 
 #: Setting -> default. LoRA and GRPO values follow the TRAINING_LOG's Run 1 (with its adopted
@@ -81,6 +82,7 @@ class TrainRun:
     reward: str
     settings: dict[str, Any] = field(default_factory=dict)
     report_step: int | None = None
+    description: str | None = None
 
     def __getitem__(self, key: str) -> Any:
         return self.settings[key]
@@ -100,6 +102,7 @@ class TrainRun:
             "split": self.split,
             "reward": self.reward,
             "report_step": self.report_step,
+            "description": self.description,
             "settings": dict(self.settings),
         }
 
@@ -184,6 +187,7 @@ def resolve_run(config: dict[str, Any], name: str, overrides: dict[str, Any] | N
         reward=identity["reward"],
         settings=settings,
         report_step=spec.get("report_step"),
+        description=spec.get("description"),
     )
     # Imported here: the dataset module builds on TrainRun.
     from schemashift.train.dataset import check_turn_limit

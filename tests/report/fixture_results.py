@@ -28,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from schemashift import lineage
 from schemashift.env.rulesets import available_rulesets, get_ruleset
 from schemashift.lineage import RUN_INDEX
 from schemashift.policies import make_policy
@@ -275,23 +276,21 @@ def _training(results: Path) -> None:
 
 
 def run_index(run: str) -> dict[str, Any]:
-    """The run index the trainer writes beside a run's metrics (schemashift.lineage.RUN_INDEX)."""
+    """The run index the trainer writes beside a run's metrics (schemashift.lineage.run_index)."""
     spec = RUNS[run]
-    return {
-        "schema_version": 1,
-        "train_run": run,
-        "base_model": _base_model(spec["base_model"]),
-        "ruleset": spec["ruleset"],
-        "reward": spec["reward"],
-        "split": spec["split"],
-        "report_step": STEPS[-1],
-        "max_steps": STEPS[-1],
-        "save_steps": list(STEPS),
-        "description": None,
-        "checkpoints": [
-            {"step": s, "path": f"checkpoint-{s}", "adapter_sha256": _adapter(run, s)} for s in STEPS
-        ],
-    }
+    return lineage.run_index(
+        train_run=run,
+        base_model=_base_model(spec["base_model"]),
+        ruleset=spec["ruleset"],
+        reward=spec["reward"],
+        split=spec["split"],
+        description=f"fixture run {run}",
+        max_steps=STEPS[-1],
+        save_steps=STEPS,
+        report_step=STEPS[-1],
+        go_no_go_step=lineage.GO_NO_GO_STEP,
+        checkpoints={step: _adapter(run, step) for step in STEPS},
+    )
 
 
 def _adapter(run: str, step: int) -> str:

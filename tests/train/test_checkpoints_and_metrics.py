@@ -112,3 +112,53 @@ def test_go_no_go_sees_a_stuck_reward_and_waits_for_step_20():
     ]
     assert go_no_go(stuck)["checks"]["not_stuck"] is False
     assert go_no_go(stuck[:19]) is None
+
+
+def test_the_run_index_names_the_complete_checkpoints_and_the_report_reads_it(tmp_path):
+    """What the trainer writes beside its checkpoints is what the report builds the run from:
+    identity, planned and complete checkpoints (an interrupted save is not one), the report step
+    and the description."""
+    from schemashift import lineage
+    from schemashift.report.analysis import indexed_run
+    from schemashift.train.runs import resolve_run
+    from schemashift.train.trainer import write_run_index
+
+    config = {
+        "train": {
+            "defaults": {},
+            "runs": {
+                "r": {
+                    "base_model": "some/model",
+                    "ruleset": "v1",
+                    "split": "train",
+                    "reward": "binary",
+                    "report_step": 2,
+                    "description": "the run under test",
+                    "overrides": {"max_steps": 6, "save_steps": 2},
+                }
+            },
+        }
+    }
+    run = resolve_run(config, "r")
+    for step in (2, 4):
+        write_manifest(_save(tmp_path, step), step, train_run="r")
+    _save(tmp_path, 6)  # interrupted: weights without a manifest
+    written = write_run_index(tmp_path, run)
+    assert lineage.read_run_index(tmp_path) == written
+    assert [c["step"] for c in written["checkpoints"]] == [2, 4]
+    assert (
+        written["checkpoints"][1]["adapter_sha256"]
+        == read_manifest(tmp_path / "checkpoint-4")["adapter_sha256"]
+    )
+    reported = indexed_run(written)
+    assert (reported.name, reported.base_model, reported.reward, reported.split) == (
+        "r",
+        "some/model",
+        "binary",
+        "train",
+    )
+    assert (reported.steps, reported.trained_step, reported.description) == (
+        [2, 4, 6],
+        2,
+        "the run under test",
+    )

@@ -391,17 +391,21 @@ def test_api_baseline_end_to_end_and_replay_from_the_cache(copy, tmp_path):
 @pytest.mark.model
 @pytest.mark.timeout(900)
 def test_a_checkpoint_and_its_base_model_are_evaluated_for_real(copy, tmp_path, tiny_model):
-    """What training will leave (a peft adapter in results/train/<run>/checkpoint-<n>/), played by
-    the real `evaluate` rule on CPU: provenance columns, the adapter's digest, step 0 for the base."""
+    """What training will leave (a peft adapter and its manifest in results/train/<run>/checkpoint-<n>/),
+    played by the real `evaluate` rule on CPU: the run and step from the manifest, the manifest's
+    adapter hash, step 0 for the base."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
+
+    from schemashift.train.checkpoints import write_manifest
 
     torch.manual_seed(3)
     base = AutoModelForCausalLM.from_pretrained(tiny_model)
     lora = LoraConfig(r=4, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     checkpoint = copy / "results/train/tiny_run/checkpoint-5"
     get_peft_model(base, lora).save_pretrained(checkpoint)
+    manifest = write_manifest(checkpoint, 5, train_run="tiny_run", base_model=str(tiny_model))
     finished_training(copy, "tiny_run")
     train = {
         "enabled": True,
@@ -435,7 +439,8 @@ def test_a_checkpoint_and_its_base_model_are_evaluated_for_real(copy, tmp_path, 
         assert adapted["status"] == plain["status"] == "graded", (adapted["error"], plain["error"])
         assert adapted["policy"] == f"hf:{tiny_model}@results/train/tiny_run/checkpoint-5"
         assert (adapted["train_run"], adapted["checkpoint_step"]) == ("tiny_run", 5)
-        assert adapted["adapter_sha256"] and adapted["base_model"] == str(tiny_model)
+        assert adapted["adapter_sha256"] == manifest["adapter_sha256"], "a row joins its adapter's manifest"
+        assert adapted["base_model"] == str(tiny_model)
         assert plain["policy"] == f"hf:{tiny_model}"
         assert (plain["train_run"], plain["checkpoint_step"], plain["adapter_sha256"]) == (None, 0, None)
         assert adapted["tokens_out"] > 0 and plain["tokens_out"] > 0

@@ -16,6 +16,8 @@ import pytest
 import yaml
 from workflow_support import copy_repo, job_counts, snakemake, subprocess_env, tool
 
+from schemashift import lineage
+
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 RUN = "tiny"
@@ -174,6 +176,13 @@ def test_train_resume_evaluate_and_aggregate_through_the_workflow(tiny_model, tm
         lora_b = [array for name, array in weights.items() if "lora_B" in name]
         assert lora_b and any(abs(array).max() > 0 for array in lora_b), "LoRA B starts at 0 and must move"
 
+    index = lineage.read_run_index(run_dir)
+    assert (index["train_run"], index["report_step"], index["save_steps"]) == (RUN, 4, [2, 4])
+    adapters = {c["step"]: c["adapter_sha256"] for c in index["checkpoints"]}
+    assert adapters == {
+        s: lineage.read_checkpoint_manifest(run_dir / f"checkpoint-{s}")["adapter_sha256"] for s in (2, 4)
+    }
+
     targets = ["results/episodes.parquet"]
     snakemake(copy, *targets, configfile=config)
     episodes = pq.read_table(copy / "results" / "episodes.parquet").to_pylist()
@@ -181,4 +190,9 @@ def test_train_resume_evaluate_and_aggregate_through_the_workflow(tiny_model, tm
     for ruleset in ("legacy", "v1"):
         assert (RUN, 2, ruleset) in evaluated and (RUN, 4, ruleset) in evaluated
         assert any(step == 0 and rs == ruleset for _, step, rs in evaluated), "step 0: the base model"
+    for row in episodes:
+        if row["train_run"] == RUN:
+            assert row["adapter_sha256"] == adapters[row["checkpoint_step"]], "a row joins its manifest"
+    manifest = json.loads((copy / "results" / "manifest.json").read_text())
+    assert manifest["training"][RUN]["index"] == index, "the aggregate carries the run index"
     assert job_counts(snakemake(copy, "-n", *targets, configfile=config).stdout) == {}, "all up to date"

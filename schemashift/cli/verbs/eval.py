@@ -5,6 +5,8 @@ under `OUT/progress/` as it lands (atomically), so a killed evaluation continues
 stopped: a rerun with the same arguments plays only the cells not yet graded (infra_error
 cells are retried) and then writes the result files from all cells. `OUT/eval.json` pins the
 run id and configuration digest; a different configuration in the same directory is refused.
+A checkpoint's rows name the training run and step its adapter's manifest records
+(`schemashift.lineage.evaluated_identity`), never what a caller says it is.
 """
 
 from __future__ import annotations
@@ -32,8 +34,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--harness", default="default", choices=("default", "legacy"), help="prompt format")
     parser.add_argument("--run-id", default=None, help="identifier stamped on every row (default: new uuid)")
     parser.add_argument("--config-hash", default=None, help="config digest to stamp (default: of these args)")
-    parser.add_argument("--train-run", default=None, help="training run that produced the checkpoint")
-    parser.add_argument("--checkpoint-step", type=int, default=None, help="optimizer step of the checkpoint")
     cache = parser.add_mutually_exclusive_group()
     cache.add_argument("--cache", default=None, help="response cache file (default: OUT/responses.sqlite)")
     cache.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
@@ -122,8 +122,8 @@ def run(args: argparse.Namespace) -> int:
         "samples": args.samples,
         "model": policy.engine.identity(),
         "generation_config": policy.generation_config(),
-        "train_run": args.train_run,
-        "checkpoint_step": args.checkpoint_step,
+        "train_run": policy.train_run,
+        "checkpoint_step": policy.checkpoint_step,
     }
     digest = args.config_hash or provenance.config_hash(invocation)
     out.mkdir(parents=True, exist_ok=True)
@@ -132,10 +132,10 @@ def run(args: argparse.Namespace) -> int:
         run_id=pinned["run_id"],
         policy=args.policy,
         harness=args.harness,
-        train_run=args.train_run,
+        train_run=policy.train_run,
         base_model=policy.base_model,
         adapter_sha256=policy.adapter_sha256,
-        checkpoint_step=args.checkpoint_step,
+        checkpoint_step=policy.checkpoint_step,
         generation_config=policy.generation_config(),
         config_hash=digest,
         git_sha=provenance.git_sha(),

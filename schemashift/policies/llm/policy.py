@@ -76,6 +76,8 @@ class ModelPolicy:
         max_prompt_tokens: int | None = None,
         base_model: str | None = None,
         adapter_sha256: str | None = None,
+        train_run: str | None = None,
+        checkpoint_step: int | None = None,
     ) -> None:
         self.name = name
         self.engine = engine
@@ -86,6 +88,8 @@ class ModelPolicy:
         self.max_prompt_tokens = max_prompt_tokens
         self.base_model = base_model
         self.adapter_sha256 = adapter_sha256
+        #: what the weights are, as `schemashift.lineage.evaluated_identity` names them
+        self.train_run, self.checkpoint_step = train_run, checkpoint_step
         self._tools, self._kinds = tuple(ruleset.tool_names), tuple(ruleset.drift_kinds)
         self._identity = engine.identity()
         self._generation = engine.generation()
@@ -279,12 +283,15 @@ def _open_cache(common: dict[str, Any]) -> None:
 
 def make_hf_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPolicy:
     """`hf:<model id or directory>[@<adapter directory>]`."""
+    from schemashift.lineage import evaluated_identity
     from schemashift.policies.llm.local import LocalModel
 
     model, _, adapter = spec.partition("@")
     if not model:
         raise ValueError("hf: policy needs a model id or directory, as hf:<model>[@<adapter>]")
     engine_options, common = _split(options, _HF_OPTIONS, "hf:")
+    # before loading: a checkpoint whose adapter no longer matches its manifest is refused
+    identity = evaluated_identity(adapter or None)
     engine = LocalModel(model, adapter or None, **engine_options)
     if common.get("max_prompt_tokens") is None:
         common["max_prompt_tokens"] = engine.context_length - engine.max_new_tokens
@@ -295,6 +302,7 @@ def make_hf_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPolicy:
         ruleset,
         base_model=model,
         adapter_sha256=engine.adapter_sha256,
+        **identity,
         **common,
     )
 

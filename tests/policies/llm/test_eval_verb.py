@@ -131,3 +131,39 @@ def test_a_sigkilled_evaluation_resumes_to_the_uninterrupted_result(tiny_model: 
     assert list(io.read_jsonl(killed / "trajectories.jsonl.gz")) == list(
         io.read_jsonl(whole / "trajectories.jsonl.gz")
     )
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_checkpoint_evaluation_stamps_its_manifest_and_joins_it(
+    tiny_model: Path, tmp_path: Path, capsys
+) -> None:
+    """Rows of a checkpoint's evaluation name the run, step and adapter hash of its manifest (so
+    a row joins the manifest of the adapter it measured); a changed adapter is a clear error."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from schemashift import lineage
+    from schemashift.train.checkpoints import write_manifest
+
+    torch.manual_seed(4)
+    checkpoint = tmp_path / "train" / "run_y" / "checkpoint-3"
+    lora = LoraConfig(r=4, lora_alpha=16, target_modules=["q_proj"], init_lora_weights=False)
+    get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model), lora).save_pretrained(checkpoint)
+    write_manifest(checkpoint, 3, train_run="run_y", base_model=str(tiny_model))
+    args = ["eval", "--policy", f"hf:{tiny_model}@{checkpoint}", "--scenarios", "E3_customer_lookup"]
+    args += ["--seeds", "0", "--max-new-tokens", "64"]
+    assert main([*args, "--out", str(tmp_path / "eval")]) == 0
+    (row,) = episodes(tmp_path / "eval")
+    manifest = lineage.read_checkpoint_manifest(checkpoint)
+    assert (row["train_run"], row["checkpoint_step"]) == (manifest["train_run"], manifest["step"])
+    assert row["adapter_sha256"] == manifest["adapter_sha256"]
+
+    weights = checkpoint / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes() + b" ")
+    capsys.readouterr()
+    assert main([*args, "--out", str(tmp_path / "again")]) != 0
+    assert "changed after it was saved" in capsys.readouterr().err
+    assert not (tmp_path / "again" / "episodes.parquet").exists()

@@ -168,3 +168,37 @@ def test_a_rerun_replays_from_the_cache(tiny_model: Path, tmp_path: Path) -> Non
     assert calls == [] and len(ResponseCache(cache)) == stored
     for one, other in zip(played, replayed, strict=True):
         assert without_timing(one) == without_timing(other)
+
+
+def _saved_adapter(tiny_model: Path, folder: Path) -> Path:
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(2)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model)
+    config = LoraConfig(r=4, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    get_peft_model(base, config).save_pretrained(folder)
+    return folder
+
+
+def test_a_checkpoint_names_its_run_and_step_from_its_manifest(tiny_model: Path, tmp_path: Path) -> None:
+    """The adapter hash of a policy is the manifest's (one hash), and the run and step its rows
+    carry are what the trainer's manifest says; an adapter changed after its manifest is refused."""
+    from schemashift import lineage
+    from schemashift.train.checkpoints import write_manifest
+
+    checkpoint = _saved_adapter(tiny_model, tmp_path / "run_x" / "checkpoint-7")
+    unindexed = policy(f"{tiny_model}@{checkpoint}")
+    assert (unindexed.train_run, unindexed.checkpoint_step) == (None, None), "no manifest: unknown"
+    manifest = write_manifest(checkpoint, 7, train_run="run_x", base_model=str(tiny_model))
+    indexed = policy(f"{tiny_model}@{checkpoint}")
+    assert indexed.adapter_sha256 == manifest["adapter_sha256"] == lineage.adapter_sha256(checkpoint)
+    assert (indexed.train_run, indexed.checkpoint_step) == ("run_x", 7)
+    plain = policy(tiny_model)
+    assert (plain.train_run, plain.checkpoint_step, plain.adapter_sha256) == (None, 0, None)
+
+    weights = checkpoint / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1] + b"\0")
+    with pytest.raises(ValueError, match="changed after it was saved"):
+        policy(f"{tiny_model}@{checkpoint}")
