@@ -315,22 +315,32 @@ class Analysis:
         evaluation) and each checkpoint, whose subject is the rows of (run, step)."""
         return [(0, self.base_subject(run)), *((step, run.label(step)) for step in run.steps)]
 
-    def params_b(self, subject: str) -> float | None:
-        """Parameter count (billions) of a subject's model from `models.<name>.params_b`."""
+    def model_entry(self, subject: str) -> Mapping[str, Any] | None:
+        """The `models` entry of a subject's model (a checkpoint's: its run's base model), or None."""
         models = self.config.get("models") or {}
         kind = self.kinds.get(subject)
         if kind == "checkpoint":
             run = self.runs.get(subject.rpartition("@step-")[0])
-            return None if run is None else self.params_b(f"hf:{run.base_model}")
+            return None if run is None else self.model_entry(f"hf:{run.base_model}")
         for name, model in models.items():
             if subject in (name, model.get("policy")):
-                return model.get("params_b")
+                return model
         rows = self.episodes[self.episodes["label"] == subject]["base_model"].dropna()
         for base in set(rows):
             for name, model in models.items():
                 if base in (name, model.get("policy"), (model.get("policy") or "").partition(":")[2]):
-                    return model.get("params_b")
+                    return model
         return None
+
+    def params_b(self, subject: str) -> float | None:
+        """Parameter count (billions) of a subject's model from `models.<name>.params_b`."""
+        entry = self.model_entry(subject)
+        return None if entry is None else entry.get("params_b")
+
+    def params_estimated(self, subject: str) -> bool:
+        """Whether that count is an estimate (`models.<name>.params_estimated`), not a published one."""
+        entry = self.model_entry(subject)
+        return bool(entry and entry.get("params_estimated"))
 
     def go_no_go(self, run: Run) -> dict[str, Any] | None:
         """The step-20 decision on the run's metric lineage, by the rule the trainer applies

@@ -52,6 +52,7 @@ MODELS = {
         "base_url": "https://api.openai.com/v1",
         "key_env": "SCHEMASHIFT_FIXTURE_KEY",
         "params_b": 8,
+        "params_estimated": True,
     },
 }
 RUNS = {

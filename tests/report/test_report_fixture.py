@@ -283,6 +283,7 @@ def test_every_figure_is_written_and_the_html_embeds_them(report_dir: Path) -> N
     first = html[html.index("<h2>What ran</h2>") : html.index("<h2>Tables</h2>")]
     for text in ("Training runs", "Coverage", "Provenance", "shaped@step-100", "binary@step-75", CONFIG_HASH):
         assert text in first
+    assert "fixture run shaped" in first, "the run index's description is shown beside the run"
     assert html.count("<figure ") == len(index)
     for key in ("table_a_shaped_legacy", "table_b_legacy", "table_c", "table_d", "table_e", "legacy_vs_v1"):
         assert f'id="{key}"' in html
@@ -305,3 +306,11 @@ def test_figures_log_no_warnings(report_dir: Path, tmp_path: Path, caplog: pytes
         ]
         assert main(args) == 0
     assert not [r for r in caplog.records if r.name.startswith("matplotlib")]
+
+
+def test_sizes_are_marked_as_estimates_where_the_config_says_so(report_dir: Path) -> None:
+    estimated = {r["subject"]: r["params_estimated"] for r in rows(report_dir, "table_b_legacy")}
+    assert estimated["openai:gpt-4o-mini"] == "True", "params_estimated: true in the config"
+    assert estimated[QWEN_BASE] == "False"
+    summary = (report_dir / "summary.md").read_text(encoding="utf-8")
+    assert "~8B (estimate)" in summary and "~1.5B" not in summary

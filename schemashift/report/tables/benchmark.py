@@ -124,16 +124,23 @@ def baselines_table(a: Analysis, ruleset: str) -> Table:
         if kind in ("rule", "model", "base") or subject in finals:
             entries.append((subject, kind))
     for subject, kind in entries:
-        size = a.params_b(subject)
+        size, estimated = a.params_b(subject), a.params_estimated(subject)
         role = {"rule": "rule baseline", "model": "model baseline", "base": "untrained model"}.get(
             kind, "trained"
         )
         stats = [a.stat(ruleset, subject, "score", c) for c in columns]
         success = a.stat(ruleset, subject, "success", OVERALL)
-        rows.append([subject, role, size_text(size), *map(cell_text, stats), cell_text(success)])
+        rows.append([subject, role, size_text(size, estimated), *map(cell_text, stats), cell_text(success)])
         records += [
             stat_record(
-                s, ruleset=ruleset, subject=subject, role=role, params_b=size, metric="score", column=c
+                s,
+                ruleset=ruleset,
+                subject=subject,
+                role=role,
+                params_b=size,
+                params_estimated=estimated,
+                metric="score",
+                column=c,
             )
             for c, s in zip(columns, stats, strict=True)
         ]
@@ -144,6 +151,7 @@ def baselines_table(a: Analysis, ruleset: str) -> Table:
                 subject=subject,
                 role=role,
                 params_b=size,
+                params_estimated=estimated,
                 metric="success",
                 column=OVERALL,
             )
@@ -190,7 +198,7 @@ def baselines_table(a: Analysis, ruleset: str) -> Table:
         rows,
         records,
         f"Published rows come from {published.SOURCE}; they are not rerun (seeds 0-2). Size: parameters "
-        "from models.<name>.params_b in the config.",
+        "from models.<name>.params_b in the config; ~ marks an estimate (params_estimated).",
     )
 
 

@@ -79,8 +79,11 @@ def signed(stat: Stat) -> str:
     return f"{stat.mean:+.3f} [{stat.ci_low:+.3f}, {stat.ci_high:+.3f}] n={stat.n}{flag}"
 
 
-def size_text(size: Any) -> str:
-    return "\u2014" if size is None else f"{size:g}B"
+def size_text(size: Any, estimated: bool = False) -> str:
+    """A parameter count in billions; an estimate (not a published count) is marked with ~."""
+    if size is None:
+        return "\u2014"
+    return f"~{size:g}B (estimate)" if estimated else f"{size:g}B"
 
 
 def slug(text: str) -> str:

@@ -119,7 +119,7 @@ def _ablation_table(a: Analysis, vary: str, key: str, section: str, title: str) 
                     run.name,
                     run.reward or "?",
                     run.base_model or "?",
-                    size_text(a.params_b(trained)),
+                    size_text(a.params_b(trained), a.params_estimated(trained)),
                     per_scenario,
                     cell_text(score),
                     cell_text(success),
