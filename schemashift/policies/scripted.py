@@ -105,10 +105,6 @@ def day_range(first: date, last: date) -> tuple[str, str]:
     return f"{first.isoformat()}T00:00:00Z", f"{last.isoformat()}T23:59:59Z"
 
 
-def clock(label: str) -> str:
-    return re.search(r"at (\d{2}:\d{2}) UTC", label)[1]
-
-
 # -- the live contract ----------------------------------------------------------------------------
 def _note(entry: dict[str, Any], param: str) -> str:
     return (entry.get("notes") or {}).get(param, "")
@@ -276,7 +272,6 @@ class ScriptedPolicy:
         self.live: dict[str, dict[str, Any]] = {}
         self.facts: dict[str, Any] = {}
         self.route: dict[tuple[str, str], str] = {}  # (tool, canonical) -> live name learned from responses
-        self.fallbacks: dict[tuple[str, str], dict[str, Any]] = {}
         self.reports: list[tuple[str, str, str | None]] = []
         self.reported: set[tuple[str, str, str | None]] = set()
         self.awaiting: tuple[str, Any] | None = None

@@ -154,12 +154,15 @@ class ResponseCache:
         )
 
     def get_or_compute(
-        self, keys: Sequence[str], compute: Callable[[list[int]], Sequence[Completion]]
-    ) -> list[Completion]:
+        self,
+        keys: Sequence[str],
+        compute: Callable[[list[int]], Sequence[Completion | BaseException]],
+    ) -> list[Completion | BaseException]:
         """Completions for `keys`: hits come from the cache; `compute(missing_positions)` makes
         the rest in one call (one batch or one concurrent API round), which are then stored. A key
-        that occurs twice is computed once."""
-        found = [self.get(key) for key in keys]
+        that occurs twice is computed once. A request that failed comes back as its exception and
+        is not stored, so a rerun asks again."""
+        found: list[Completion | BaseException | None] = [self.get(key) for key in keys]
         first: dict[str, int] = {}
         for position, (key, completion) in enumerate(zip(keys, found, strict=True)):
             if completion is None:
@@ -171,13 +174,14 @@ class ResponseCache:
                 raise ValueError(f"compute returned {len(made)} completions for {len(missing)} requests")
             fresh = dict(zip((keys[i] for i in missing), made, strict=True))
             for key, completion in fresh.items():
-                self.put(key, completion)
+                if isinstance(completion, Completion):
+                    self.put(key, completion)
             # A key asked for twice is generated once: both get the same completion.
             found = [
                 fresh[key] if completion is None else completion
                 for key, completion in zip(keys, found, strict=True)
             ]
-        return found
+        return found  # type: ignore[return-value]
 
     def __len__(self) -> int:
         return self._connection().execute("SELECT COUNT(*) FROM completions").fetchone()[0]

@@ -164,22 +164,12 @@ class ModelPolicy:
             ResponseCache.key(self._identity, p, self._generation, s)
             for p, s in zip(prompts, samples, strict=True)
         ]
-        found: list[Completion | BaseException | None] = [self.cache.get(key) for key in keys]
-        first: dict[str, int] = {}
-        for position, (key, hit) in enumerate(zip(keys, found, strict=True)):
-            if hit is None:
-                first.setdefault(key, position)
-        if first:
-            missing = list(first.values())
-            made = self.engine.generate(
+        return self.cache.get_or_compute(
+            keys,
+            lambda missing: self.engine.generate(
                 [prompts[i] for i in missing], [samples[i] for i in missing], [slots[i] for i in missing]
-            )
-            fresh = dict(zip((keys[i] for i in missing), made, strict=True))
-            for key, completion in fresh.items():
-                if isinstance(completion, Completion):
-                    self.cache.put(key, completion)
-            found = [fresh[key] if hit is None else hit for key, hit in zip(keys, found, strict=True)]
-        return found  # type: ignore[return-value]
+            ),
+        )
 
     # -- one episode at a time (the Policy protocol) ------------------------------------------------------
     def reset(self) -> None:

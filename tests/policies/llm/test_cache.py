@@ -105,6 +105,19 @@ def test_get_or_compute_computes_only_the_misses_once(tmp_path):
             cache.get_or_compute([key(sample_index=9)], lambda missing: [])
 
 
+def test_a_failed_request_is_returned_and_asked_again(tmp_path):
+    """An engine's failure (an API error, say) comes back in its position and is never stored."""
+    failure = ConnectionError("down")
+    keys = [key(sample_index=i) for i in (0, 1)]
+    with ResponseCache(tmp_path / "c.sqlite") as cache:
+        got = cache.get_or_compute(keys, lambda missing: [Completion("made", 1, 1), failure])
+        assert got[0].text == "made" and got[1] is failure
+        assert len(cache) == 1
+        asked = []
+        again = cache.get_or_compute(keys, lambda missing: asked.append(missing) or [Completion("now", 2, 2)])
+        assert asked == [[1]] and [c.text for c in again] == ["made", "now"]
+
+
 def test_threads_share_one_cache(tmp_path):
     cache = ResponseCache(tmp_path / "c.sqlite")
     errors = []
