@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -38,40 +37,22 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-IGNORED = (".git", ".venv", "results", ".snakemake", "__pycache__", "*.pyc", "*.egg-info", ".pytest_cache")
+# the workflow tests' copy of a checkout (what a fresh clone holds) and their job-table reader
+sys.path.insert(0, str(REPO / "tests" / "workflow"))
+import workflow_support  # noqa: E402
+from workflow_support import copy_repo  # noqa: E402
+
 PER_CELL_LIMIT, PER_CELL_GOAL = 0.4, 0.2
 NOOP_LIMIT = 2.0
 ONE_CELL_LIMIT = 5.0
 
 
-def copy_repo(dest: Path, repo: Path = REPO) -> None:
-    try:
-        listed = subprocess.run(
-            ["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            capture_output=True,
-            check=True,
-            timeout=60,
-        ).stdout.decode()
-    except (OSError, subprocess.SubprocessError):
-        shutil.copytree(repo, dest, ignore=shutil.ignore_patterns(*IGNORED), symlinks=True)
-        return
-    for name in filter(None, listed.split("\0")):
-        source = repo / name
-        if source.is_file() and not source.name.endswith(".tmp"):
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, dest / name)
-
-
 def job_counts(output: str) -> dict[str, int]:
-    if "Job stats:" not in output:
+    """Rule -> jobs of a run's "Job stats" table; {} where it printed none (a failed run)."""
+    try:
+        return workflow_support.job_counts(output)
+    except AssertionError:
         return {}
-    counts = {}
-    for line in output.split("Job stats:", 1)[1].splitlines()[3:]:
-        match = re.fullmatch(r"(\S+)\s+(\d+)", line.strip())
-        if match is None or match[1] == "total":
-            break
-        counts[match[1]] = int(match[2])
-    return counts
 
 
 def run(copy: Path, snakemake: str, cores: int, env: dict[str, str], *args: str) -> tuple[float, str, int]:

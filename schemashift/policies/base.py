@@ -6,6 +6,8 @@ from typing import Any, Protocol, runtime_checkable
 
 Observation = dict[str, Any]
 ActionDict = dict[str, Any]
+#: an e-mail address in task text or a response, as the heuristic policies read them
+EMAIL_PATTERN = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
 
 
 @runtime_checkable

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from schemashift.policies.base import (
+    EMAIL_PATTERN,
     ActionDict,
     Observation,
     call_tool,
@@ -19,7 +20,7 @@ from schemashift.policies.base import (
     retry_with_variant,
 )
 
-EMAIL = re.compile(r"([\w.+-]+@[\w-]+(?:\.[\w-]+)+)")
+EMAIL = re.compile(f"({EMAIL_PATTERN})")
 QUOTED_WORD = re.compile(r"'([\w_]+)'")
 RENAMED_ENDPOINTS = {("mail", "send_message"): "messages.send", ("crm", "update_contact"): "contacts.patch"}
 DEFAULT_ATTENDEES = ["priya@company.com", "alex@company.com"]

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from schemashift.policies.base import (
+    EMAIL_PATTERN,
     ActionDict,
     Observation,
     call_tool,
@@ -21,7 +22,7 @@ from schemashift.policies.base import (
     report_drift,
 )
 
-EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+EMAIL = re.compile(EMAIL_PATTERN)
 QUOTED = re.compile(r"'([^']{2,80})'")
 ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}:\d{2}Z)?")
 RECORD_ID = re.compile(r"\b(?:c|evt|msg)_\d+\b")

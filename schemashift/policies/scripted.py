@@ -46,6 +46,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from schemashift.policies.base import (
+    EMAIL_PATTERN,
     ActionDict,
     Observation,
     call_tool,
@@ -54,7 +55,7 @@ from schemashift.policies.base import (
     report_drift,
 )
 
-EMAIL = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+EMAIL = EMAIL_PATTERN
 MONTHS = (
     "", "January", "February", "March", "April", "May", "June", "July", "August", "September",
     "October", "November", "December",

@@ -15,6 +15,7 @@ import pytest
 from schemashift import policies
 from schemashift.cli import main
 from schemashift.rollout import io
+from schemashift.rollout.runner import FINAL_KEYS
 
 REFERENCE = json.loads(
     (Path(__file__).parents[1] / "data" / "legacy_reference.json").read_text(encoding="utf-8")
@@ -25,21 +26,15 @@ PHASE6 = REFERENCE["worked_examples"]["5_phase6_E1"]
 PHASE6_STEPS = [0.380625, 0.37125, 0.361875, 0.4525, 0.703125, 1.09375, 0.934375]
 PHASE6_CUMULATIVE = 4.2975
 RESULT_FILES = ["drifts.parquet", "episodes.parquet", "trajectories.jsonl.gz"]
-FINAL_KEYS = {
-    "completion",
-    "drift_detection",
-    "adaptation",
-    "efficiency",
-    "shaped_total",
-    "binary",
-    "cumulative_reward",
-    "success",
-    "score",
-    "steps",
-    "done",
-}
-# The replay `final` keys that are also episode columns.
-OUTCOME_COLUMNS = tuple(sorted(FINAL_KEYS - {"done"}))
+
+
+def run_cli(
+    out: Path, policy: str, scenarios: str = "E1_onboard_new_hire", seeds: str = "0", *extra: str
+) -> int:
+    """`schemashift run` of one policy over scenarios x seeds into `out`."""
+    return main(
+        ["run", "--policy", policy, "--scenarios", scenarios, "--seeds", seeds, "--out", str(out), *extra]
+    )
 
 
 class Scripted:
@@ -135,22 +130,7 @@ def test_run_oracle_over_all_scenarios_writes_three_files_of_successes(oracle_ru
 
 def test_run_reports_a_summary_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
-    assert (
-        main(
-            [
-                "run",
-                "--policy",
-                "naive_heuristic",
-                "--scenarios",
-                "E1_onboard_new_hire",
-                "--seeds",
-                "0",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert run_cli(out, "naive_heuristic") == 0
     captured = capsys.readouterr()
     assert "1 episodes graded (0 infra errors): success 0/1" in captured.out
     assert captured.err == ""
@@ -159,20 +139,13 @@ def test_run_reports_a_summary_line(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_run_with_listed_scenarios_and_seeds_plays_exactly_those_cells_in_order(tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert (
-        main(
-            [
-                "run",
-                "--policy",
-                "policy_aware_heuristic",
-                "--scenarios",
-                "E1_onboard_new_hire,M2_weekly_report",
-                "--seeds",
-                "0,3",
-                "--out",
-                str(out),
-                "--config-hash",
-                "fixed",
-            ]
+        run_cli(
+            out,
+            "policy_aware_heuristic",
+            "E1_onboard_new_hire,M2_weekly_report",
+            "0,3",
+            "--config-hash",
+            "fixed",
         )
         == 0
     )
@@ -192,24 +165,7 @@ def test_run_with_listed_scenarios_and_seeds_plays_exactly_those_cells_in_order(
 
 def test_run_with_samples_writes_a_row_per_sample(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    assert (
-        main(
-            [
-                "run",
-                "--policy",
-                "oracle",
-                "--scenarios",
-                "E2_meeting_invite_blast",
-                "--seeds",
-                "4",
-                "--samples",
-                "3",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert run_cli(out, "oracle", "E2_meeting_invite_blast", "4", "--samples", "3") == 0
     assert [(r["seed"], r["sample_index"]) for r in episodes(out)] == [(4, 0), (4, 1), (4, 2)]
 
 
@@ -218,22 +174,7 @@ def test_run_with_an_infra_error_writes_the_rows_and_exits_1(
 ) -> None:
     monkeypatch.setitem(policies.BUILTIN, "broken_test_policy", lambda ruleset: Broken())
     out = tmp_path / "out"
-    assert (
-        main(
-            [
-                "run",
-                "--policy",
-                "broken_test_policy",
-                "--scenarios",
-                "E3_customer_lookup",
-                "--seeds",
-                "0-1",
-                "--out",
-                str(out),
-            ]
-        )
-        == 1
-    )
+    assert run_cli(out, "broken_test_policy", "E3_customer_lookup", "0-1") == 1
     err = capsys.readouterr().err
     assert "infra_error in E3_customer_lookup seed 0: ConnectionError: backend unreachable" in err
     assert "infra_error in E3_customer_lookup seed 1" in err
@@ -316,7 +257,7 @@ def test_replay_scores_the_phase6_episode_step_by_step(
     assert result["steps"][2]["response"]["status"] == PHASE6["step3_status"]
     assert result["steps"][2]["response"]["error"] == PHASE6["step3_error"]
     final = result["final"]
-    assert FINAL_KEYS <= set(final)
+    assert set(final) == {*FINAL_KEYS, "done"}
     assert final["cumulative_reward"] == pytest.approx(PHASE6_CUMULATIVE, abs=1e-9)
     for key in ("completion", "drift_detection", "adaptation", "efficiency"):
         assert final[key] == pytest.approx(PHASE6["final"][key], abs=1e-9)
@@ -332,22 +273,7 @@ def test_the_runner_playing_the_phase6_actions_gives_the_same_numbers(
 ) -> None:
     monkeypatch.setitem(policies.BUILTIN, "scripted_phase6", lambda ruleset: Scripted(PHASE6["actions"]))
     out = tmp_path / "out"
-    assert (
-        main(
-            [
-                "run",
-                "--policy",
-                "scripted_phase6",
-                "--scenarios",
-                "E1_onboard_new_hire",
-                "--seeds",
-                "0",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert run_cli(out, "scripted_phase6") == 0
     (row,) = episodes(out)
     assert row["policy"] == "scripted_phase6"
     assert row["shaped_total"] == pytest.approx(PHASE6_STEPS[-1], abs=1e-9)
@@ -361,7 +287,7 @@ def test_the_runner_playing_the_phase6_actions_gives_the_same_numbers(
     actions = write_lines(tmp_path / "phase6.jsonl", PHASE6["actions"])
     result = replay_json(capsys, ["--scenario", "E1_onboard_new_hire", "--actions", str(actions)])
     assert [s["reward"] for s in result["steps"]] == [s["reward"] for s in trajectory["steps"]]
-    for key in OUTCOME_COLUMNS:
+    for key in FINAL_KEYS:
         assert result["final"][key] == row[key], key
 
 
@@ -394,7 +320,7 @@ def test_replay_rescores_a_stored_trajectory(
     path = oracle_run / "trajectories.jsonl.gz"
     result = replay_json(capsys, ["--trajectory", str(path), "--scenario", scenario, "--seed", str(seed)])
     (row,) = [r for r in episodes(oracle_run) if (r["scenario"], r["seed"]) == (scenario, seed)]
-    for key in OUTCOME_COLUMNS:
+    for key in FINAL_KEYS:
         assert result["final"][key] == row[key], key
     (trajectory,) = [t for t in io.read_jsonl(path) if (t["scenario"], t["seed"]) == (scenario, seed)]
     assert [s["reward"] for s in result["steps"]] == [s["reward"] for s in trajectory["steps"]]
@@ -607,19 +533,7 @@ def test_console_script_exits_2_on_an_unknown_policy(tmp_path: Path) -> None:
 def test_run_with_out_naming_a_file_is_a_usage_error(tmp_path: Path, capsys) -> None:
     target = tmp_path / "a-file"
     target.write_text("keep")
-    code = main(
-        [
-            "run",
-            "--policy",
-            "oracle",
-            "--scenarios",
-            "E1_onboard_new_hire",
-            "--seeds",
-            "0",
-            "--out",
-            str(target),
-        ]
-    )
+    code = run_cli(target, "oracle")
     assert code == 2
     assert "a-file" in capsys.readouterr().err
     assert target.read_text() == "keep"
@@ -627,22 +541,7 @@ def test_run_with_out_naming_a_file_is_a_usage_error(tmp_path: Path, capsys) -> 
 
 def test_replay_reads_a_plain_jsonl_trajectory_file(tmp_path: Path, capsys) -> None:
     out = tmp_path / "out"
-    assert (
-        main(
-            [
-                "run",
-                "--policy",
-                "oracle",
-                "--scenarios",
-                "E1_onboard_new_hire",
-                "--seeds",
-                "0",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert run_cli(out, "oracle") == 0
     plain = tmp_path / "trajectories.jsonl"
     plain.write_bytes(gzip.decompress((out / "trajectories.jsonl.gz").read_bytes()))
     capsys.readouterr()

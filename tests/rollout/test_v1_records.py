@@ -17,22 +17,10 @@ from schemashift.rollout.replay import replay, trajectory_actions
 from schemashift.rollout.runner import FINAL_KEYS, Cell, RunContext, play_episode, write_results
 
 V1 = get_ruleset("v1")
-V1_COLUMNS = (
-    "completion",
-    "drift_detection",
-    "adaptation",
-    "efficiency",
-    "success",
-    "score",
-    "training_reward",
-    "schedule_hash",
-    "catastrophe",
-    "invalid_actions",
-    "drifts_discovered",
-    "drifts_recovered",
-    "deprecated_calls",
-)
+#: outcome columns only the legacy ruleset fills
 LEGACY_TOTALS = ("shaped_total", "binary", "cumulative_reward")
+#: outcome columns every v1 episode fills (steps_to_recover stays null without a recovery)
+V1_COLUMNS = tuple(c for c in FINAL_KEYS if c not in (*LEGACY_TOTALS, "steps_to_recover"))
 
 
 @pytest.fixture(scope="module")

@@ -158,6 +158,31 @@ def _validate(candidate: dict[str, Any], tools, drift_kinds) -> dict[str, Any] |
     return action.to_dict()
 
 
+class _Strings:
+    """Whether a JSON text read one character at a time is inside a string literal."""
+
+    __slots__ = ("inside", "escape")
+
+    def __init__(self) -> None:
+        self.inside = self.escape = False
+
+    def structural(self, ch: str, may_open: bool = True) -> bool:
+        """Read `ch`; True where it stands outside every string literal (a quote opens one only
+        where `may_open`)."""
+        if self.inside:
+            if self.escape:
+                self.escape = False
+            elif ch == "\\":
+                self.escape = True
+            elif ch == '"':
+                self.inside = False
+            return False
+        if ch == '"' and may_open:
+            self.inside = True
+            return False
+        return True
+
+
 def _repair_tail(text: str) -> Any:
     """Close the last unterminated JSON object of a truncated output, or None."""
     start = _last_open_object(text)
@@ -165,18 +190,11 @@ def _repair_tail(text: str) -> Any:
         return None
     fragment = text[start:]
     stack: list[str] = []
-    in_string = escape = False
+    strings = _Strings()
     for ch in fragment:
-        if in_string:
-            if escape:
-                escape = False
-            elif ch == "\\":
-                escape = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "{[":
+        if not strings.structural(ch):
+            continue
+        if ch in "{[":
             stack.append("}" if ch == "{" else "]")
         elif ch in "}]":
             if not stack:
@@ -184,9 +202,9 @@ def _repair_tail(text: str) -> Any:
             stack.pop()
     if not stack:
         return None
-    if escape:
+    if strings.escape:
         fragment = fragment[:-1]
-    if in_string:
+    if strings.inside:
         fragment += '"'
     for attempt in (fragment, _drop_dangling(fragment)):
         if attempt is None:
@@ -199,20 +217,13 @@ def _repair_tail(text: str) -> Any:
 
 
 def _last_open_object(text: str) -> int | None:
-    """Where the outermost object that is never closed begins."""
+    """Where the outermost object that is never closed begins (strings count only inside one)."""
     depth, start = 0, None
-    in_string = escape = False
+    strings = _Strings()
     for i, ch in enumerate(text):
-        if in_string:
-            if escape:
-                escape = False
-            elif ch == "\\":
-                escape = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"' and depth:
-            in_string = True
-        elif ch == "{":
+        if not strings.structural(ch, may_open=depth > 0):
+            continue
+        if ch == "{":
             if depth == 0:
                 start = i
             depth += 1

@@ -131,31 +131,13 @@ def baselines_table(a: Analysis, ruleset: str) -> Table:
         stats = [a.stat(ruleset, subject, "score", c) for c in columns]
         success = a.stat(ruleset, subject, "success", OVERALL)
         rows.append([subject, role, size_text(size, estimated), *map(cell_text, stats), cell_text(success)])
+        facts = {"ruleset": ruleset, "subject": subject, "role": role, "params_b": size}
+        facts["params_estimated"] = estimated
+        measured = [("score", c, stat) for c, stat in zip(columns, stats, strict=True)]
         records += [
-            stat_record(
-                s,
-                ruleset=ruleset,
-                subject=subject,
-                role=role,
-                params_b=size,
-                params_estimated=estimated,
-                metric="score",
-                column=c,
-            )
-            for c, s in zip(columns, stats, strict=True)
+            stat_record(stat, **facts, metric=metric, column=column)
+            for metric, column, stat in [*measured, ("success", OVERALL, success)]
         ]
-        records.append(
-            stat_record(
-                success,
-                ruleset=ruleset,
-                subject=subject,
-                role=role,
-                params_b=size,
-                params_estimated=estimated,
-                metric="success",
-                column=OVERALL,
-            )
-        )
     if ruleset == "legacy":
         known = set(a.scenarios(ruleset))
         stats = []
