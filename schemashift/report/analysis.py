@@ -54,7 +54,7 @@ CONVERGED = 0.9
 
 
 @dataclass
-class Run:
+class TrainingRun:
     """A training run: what it trains, its checkpoints (saved or planned) and the one the report
     calls trained (the run's `report_step`). `indexed`: built from the run's own index."""
 
@@ -78,7 +78,7 @@ class Run:
         return self.label(self.trained_step)
 
 
-def indexed_run(index: Mapping[str, Any]) -> Run:
+def indexed_run(index: Mapping[str, Any]) -> TrainingRun:
     """A trained run from its run index: the saved and planned checkpoints, and its report step
     (the trainer resolves it; an index without one reports its last saved step)."""
     saved = [int(c["step"]) for c in index.get("checkpoints") or []]
@@ -87,7 +87,7 @@ def indexed_run(index: Mapping[str, Any]) -> Run:
     report_step = index.get("report_step")
     if report_step is None and not planned:
         raise ReportError(f"run index of {index.get('train_run')!r}: neither report_step nor save_steps")
-    return Run(
+    return TrainingRun(
         name=index["train_run"],
         base_model=index["base_model"],
         ruleset=index["ruleset"],
@@ -101,7 +101,7 @@ def indexed_run(index: Mapping[str, Any]) -> Run:
     )
 
 
-def configured_run(config: Mapping[str, Any], name: str) -> Run:
+def configured_run(config: Mapping[str, Any], name: str) -> TrainingRun:
     """A run that never trained, from its config entry resolved as the trainer resolves it: its
     planned checkpoints and its report step (default: the last saved step)."""
     from schemashift.train.runs import RunConfigError, resolve_run
@@ -110,7 +110,7 @@ def configured_run(config: Mapping[str, Any], name: str) -> Run:
         run = resolve_run(dict(config), name)
     except RunConfigError as exc:
         raise ReportError(f"report config: {exc}") from None
-    return Run(
+    return TrainingRun(
         name=name,
         base_model=run.base_model,
         ruleset=run.ruleset,
@@ -286,7 +286,7 @@ class Analysis:
     # -- training runs ----------------------------------------------------------------------------
 
     @cached_property
-    def runs(self) -> dict[str, Run]:
+    def runs(self) -> dict[str, TrainingRun]:
         """Each trained run from its index, and each configured run that has none."""
         runs = {}
         for name, record in ((self.manifest or {}).get("training") or {}).items():
@@ -297,20 +297,20 @@ class Analysis:
                 runs[name] = configured_run(self.config, name)
         return dict(sorted(runs.items()))
 
-    def run_rulesets(self, run: Run) -> list[str]:
+    def run_rulesets(self, run: TrainingRun) -> list[str]:
         """Rulesets on which the run's checkpoints were evaluated or expected; where none was, the
         run's own ruleset (so a run that never trained reads missing there)."""
         labels = {run.label(s) for s in run.steps}
         found = {r for r in self.rulesets if labels & set(self.subjects(r))}
         return sorted(found) or ([run.ruleset] if run.ruleset in self.rulesets else [])
 
-    def base_subject(self, run: Run) -> str | None:
+    def base_subject(self, run: TrainingRun) -> str | None:
         """A run's step 0: the untrained evaluation of exactly its base model (the `base` subject
         `hf:<base_model>`), or None where that model was neither evaluated nor expected."""
         label = f"hf:{run.base_model}"
         return label if self.kinds.get(label) == "base" else None
 
-    def checkpoints(self, run: Run) -> list[tuple[int, str | None]]:
+    def checkpoints(self, run: TrainingRun) -> list[tuple[int, str | None]]:
         """(step, subject) of every point of a run's learning curve: step 0 (its base model's
         evaluation) and each checkpoint, whose subject is the rows of (run, step)."""
         return [(0, self.base_subject(run)), *((step, run.label(step)) for step in run.steps)]
@@ -342,7 +342,7 @@ class Analysis:
         entry = self.model_entry(subject)
         return bool(entry and entry.get("params_estimated"))
 
-    def go_no_go(self, run: Run) -> dict[str, Any] | None:
+    def go_no_go(self, run: TrainingRun) -> dict[str, Any] | None:
         """The step-20 decision on the run's metric lineage, by the rule the trainer applies
         (None until that step is logged)."""
         rows = self.training_rows(run.name)

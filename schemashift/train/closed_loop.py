@@ -55,7 +55,7 @@ class ClosedLoopRollout:
     """TRL `rollout_func`: plays each prompt's episode with the model being trained.
 
     `max_turns` None gives each episode its scenario's step limit (`TurnLoop`); training runs
-    never set a lower one (`train.dataset.check_turn_limit`), tests do to keep episodes short.
+    never set a lower one (`train.runs.check_turn_limit`), tests do to keep episodes short.
     """
 
     def __init__(

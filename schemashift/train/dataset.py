@@ -14,7 +14,7 @@ from typing import Any
 from schemashift.env.environment import Environment
 from schemashift.env.rulesets import get_ruleset
 from schemashift.policies.llm.format import Conversation
-from schemashift.train.runs import RunConfigError, TrainRun
+from schemashift.train.runs import TrainRun, training_scenarios
 
 EPISODE_FIELD = "episode"
 
@@ -30,46 +30,6 @@ def episode_key(ruleset: str, scenario: str, seed: int) -> str:
 def parse_episode_key(key: str) -> tuple[str, str, int]:
     ruleset, scenario, seed = key.split("/")
     return ruleset, scenario, int(seed)
-
-
-def training_scenarios(run: TrainRun) -> list[str]:
-    """The scenarios (families) a run trains on: `scenarios` of its settings, 'all' or a list,
-    followed by the ruleset's generated compositions when `compositions` is on."""
-    ruleset = get_ruleset(run.ruleset)
-    available = ruleset.scenario_ids()
-    wanted = run["scenarios"]
-    if wanted == "all":
-        chosen = available
-    else:
-        unknown = sorted(set(wanted) - set(available))
-        if unknown:
-            raise DatasetError(f"run {run.name}: unknown scenarios {unknown} for ruleset {run.ruleset!r}")
-        chosen = list(wanted)
-    if not run["compositions"]:
-        return chosen
-    composed = [info.id for info in ruleset.compositions()]
-    if not composed:
-        raise DatasetError(f"run {run.name}: compositions is on but ruleset {run.ruleset!r} has none")
-    return [*chosen, *composed]
-
-
-def check_turn_limit(run: TrainRun) -> None:
-    """An explicit `max_turns` must let every trained scenario run to its own step limit: a
-    rollout cut off before the environment ends it would be trained on silently truncated play."""
-    limit = run["max_turns"]
-    if limit is None:
-        return
-    ruleset = get_ruleset(run.ruleset)
-    longer = {
-        scenario: steps
-        for scenario in training_scenarios(run)
-        if (steps := ruleset.scenario_info(scenario).max_steps) > limit
-    }
-    if longer:
-        raise RunConfigError(
-            f"train.runs.{run.name}: max_turns {limit} is below the step limit of scenarios {longer}; "
-            f"set it to null (each scenario's own limit) or to at least {max(longer.values())}"
-        )
 
 
 def training_seeds(run: TrainRun, count: int) -> list[int]:

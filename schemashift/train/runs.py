@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemashift.env.rulesets import get_ruleset
+
 REWARD_VARIANTS = ("v1", "binary", "legacy_cumulative")
 BACKENDS = ("auto", "transformers", "unsloth", "vllm")
 #: Keys of one `train.runs.<name>` entry; `report_step` names the checkpoint the report calls
@@ -189,11 +191,53 @@ def resolve_run(config: dict[str, Any], name: str, overrides: dict[str, Any] | N
         report_step=spec.get("report_step"),
         description=spec.get("description"),
     )
-    # Imported here: the dataset module builds on TrainRun.
-    from schemashift.train.dataset import check_turn_limit
-
-    check_turn_limit(run)
+    # the scenarios it trains on exist (and compositions, where asked for), and fit its turn limit
+    check_turn_limit(run, training_scenarios(run))
     return run
+
+
+def training_scenarios(run: TrainRun) -> list[str]:
+    """The scenarios (families) a run trains on: `scenarios` of its settings, 'all' or a list,
+    followed by the ruleset's generated compositions when `compositions` is on."""
+    ruleset = get_ruleset(run.ruleset)
+    available = ruleset.scenario_ids()
+    wanted = run["scenarios"]
+    if wanted == "all":
+        chosen = available
+    else:
+        unknown = sorted(set(wanted) - set(available))
+        if unknown:
+            raise RunConfigError(
+                f"train.runs.{run.name}: unknown scenarios {unknown} for ruleset {run.ruleset!r}"
+            )
+        chosen = list(wanted)
+    if not run["compositions"]:
+        return chosen
+    composed = [info.id for info in ruleset.compositions()]
+    if not composed:
+        raise RunConfigError(
+            f"train.runs.{run.name}: compositions is on but ruleset {run.ruleset!r} has none"
+        )
+    return [*chosen, *composed]
+
+
+def check_turn_limit(run: TrainRun, scenarios: list[str]) -> None:
+    """An explicit `max_turns` must let every trained scenario run to its own step limit: a
+    rollout cut off before the environment ends it would be trained on silently truncated play."""
+    limit = run["max_turns"]
+    if limit is None:
+        return
+    ruleset = get_ruleset(run.ruleset)
+    longer = {
+        scenario: steps
+        for scenario in scenarios
+        if (steps := ruleset.scenario_info(scenario).max_steps) > limit
+    }
+    if longer:
+        raise RunConfigError(
+            f"train.runs.{run.name}: max_turns {limit} is below the step limit of scenarios {longer}; "
+            f"set it to null (each scenario's own limit) or to at least {max(longer.values())}"
+        )
 
 
 def lora_kwargs(run: TrainRun) -> dict[str, Any]:

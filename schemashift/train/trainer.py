@@ -160,7 +160,8 @@ def _warm_start(model: Any, tokenizer: Any, run: TrainRun, peft_config: Any, out
     from peft import PeftModel, get_peft_model
 
     from schemashift.policies.llm.turn_end import end_of_turn_ids
-    from schemashift.train.dataset import training_scenarios, training_seeds
+    from schemashift.train.dataset import training_seeds
+    from schemashift.train.runs import training_scenarios
     from schemashift.train.sft import encode_conversation, oracle_conversations, train_loop
 
     saved = out / "sft-adapter"

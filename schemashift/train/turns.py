@@ -7,7 +7,7 @@ scenario's own step limit (the observation's `max_steps`) unless an explicit lim
 
 Every turn takes an environment step (an unreadable turn is a wasted step or ends the episode),
 so at the scenario's limit the environment always ends the episode first. A training run refuses
-an explicit limit below any of its scenarios' (`train.dataset.check_turn_limit`); a lower limit
+an explicit limit below any of its scenarios' (`train.runs.check_turn_limit`); a lower limit
 here cuts episodes off (`ended` False), and the rewards pay such an episode nothing for success.
 """
 

@@ -10,10 +10,9 @@ from schemashift.train.dataset import (
     DatasetError,
     build_rows,
     parse_episode_key,
-    training_scenarios,
     training_seeds,
 )
-from schemashift.train.runs import resolve_run
+from schemashift.train.runs import RunConfigError, resolve_run, training_scenarios
 
 V1 = get_ruleset("v1")
 
@@ -48,8 +47,8 @@ def test_explicit_seeds_must_lie_in_the_split():
 
 
 def test_unknown_scenarios_and_splits_are_errors():
-    with pytest.raises(DatasetError, match="unknown scenarios"):
-        build_rows(_run(scenarios=["nope"]))
+    with pytest.raises(RunConfigError, match="unknown scenarios"):
+        _run(scenarios=["nope"])
     spec = {"base_model": "m", "ruleset": "v1", "split": "holdout", "reward": "v1"}
     with pytest.raises(DatasetError, match="has splits"):
         training_seeds(resolve_run({"train": {"runs": {"r": spec}}}, "r"), 1)
@@ -68,5 +67,5 @@ def test_compositions_join_the_training_scenarios_when_on():
         "reward": "legacy_cumulative",
         "overrides": {"compositions": True},
     }
-    with pytest.raises(DatasetError, match="has none"):
-        training_scenarios(resolve_run({"train": {"runs": {"r": legacy}}}, "r"))
+    with pytest.raises(RunConfigError, match="has none"):
+        resolve_run({"train": {"runs": {"r": legacy}}}, "r")
