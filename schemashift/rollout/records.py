@@ -44,11 +44,24 @@ def _columns(*specs: tuple[str, str, str]) -> tuple[Column, ...]:
 
 
 _RECORD_VERSION = ("record_version", "int32", "Record schema version the row was written with.")
-_RUN_ID = ("run_id", "string", "Identifier of the evaluation run (one policy x ruleset x seed set).")
-_TRAIN_RUN = ("train_run", "string", "Training run that produced the policy; null for untrained policies.")
+_RUN_ID = (
+    "run_id",
+    "string",
+    "Identifier of the sweep that wrote the row: one `schemashift run` or `eval` (policy x ruleset x cells).",
+)
+_TRAIN_RUN = (
+    "train_run",
+    "string",
+    "Training run behind the row: of the evaluated checkpoint (its manifest's), or of the metrics row.",
+)
 _RULESET = ("ruleset", "string", "Ruleset name the episode ran under, e.g. legacy.")
 _POLICY = ("policy", "string", "Policy name, e.g. oracle or a model policy.")
-_CHECKPOINT_STEP = ("checkpoint_step", "int64", "Optimizer step of the evaluated checkpoint.")
+_CHECKPOINT_STEP = (
+    "checkpoint_step",
+    "int64",
+    "Optimizer step of the evaluated checkpoint (its manifest's); 0 for a local model evaluated as it "
+    "is (step 0 of every run from it); null where unknown (API models, an adapter without a manifest).",
+)
 _SCENARIO = ("scenario", "string", "Scenario id.")
 _SEED = ("seed", "int64", "Seed the task instance was drawn with.")
 _SAMPLE_INDEX = ("sample_index", "int32", "Index of the sample when a (scenario, seed) is run repeatedly.")
