@@ -7,8 +7,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemashift.env.tools.base import Tool
-
 
 @dataclass(frozen=True)
 class ScenarioInfo:
@@ -121,11 +119,12 @@ class Episode:
         "extra",
     )
 
-    def __init__(self, task: Task, episode_id: str, tools: dict[str, Tool]) -> None:
+    def __init__(self, task: Task, episode_id: str, tools: dict[str, Any]) -> None:
         self.task = task
         self.episode_id = episode_id
         self.step = 0
         self.tokens_remaining = task.token_budget
+        # The ruleset's own tool objects by name (`Ruleset.make_tools`); only its hooks use them.
         self.tools = tools
         self.drifts = [DriftEvent(spec, i) for i, spec in enumerate(task.drift_plan)]
         self.drifts_by_step: dict[int, list[DriftEvent]] = {}
