@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from v1_support import FAMILIES, RULESET, call, complete, inspect, play, report
 
 from schemashift.env import Environment, InvalidAction
-from schemashift.env.ruleset import UnknownScenario
+from schemashift.env.rulesets.base import UnknownScenario
 from schemashift.env.rulesets.v1.catalogue import TOOL_WIDE
 
 

@@ -20,7 +20,7 @@ from schemashift.env.actions import (
 )
 from schemashift.env.episode import DriftEvent, Episode, ScenarioInfo, Task
 from schemashift.env.frozen import freeze
-from schemashift.env.ruleset import Response, Ruleset, UnknownScenario, action_counts
+from schemashift.env.rulesets.base import Response, Ruleset, UnknownScenario, action_counts
 from schemashift.env.rulesets.legacy.scenarios import SCENARIOS
 from schemashift.env.tools.base import fail
 

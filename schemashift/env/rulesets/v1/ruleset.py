@@ -26,7 +26,7 @@ from schemashift.env.actions import (
 )
 from schemashift.env.episode import DriftEvent, DriftSpec, Episode, ScenarioInfo, Task
 from schemashift.env.frozen import freeze
-from schemashift.env.ruleset import Response, Ruleset, UnknownScenario
+from schemashift.env.rulesets.base import Response, Ruleset, UnknownScenario
 from schemashift.env.rulesets.v1 import families
 from schemashift.env.rulesets.v1.api import Api, build_view, error, ok
 from schemashift.env.rulesets.v1.catalogue import (
