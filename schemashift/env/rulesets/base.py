@@ -1,15 +1,23 @@
-"""The Ruleset interface: everything that differs between benchmark versions.
+"""The Ruleset interface: what a ruleset author implements, and what every ruleset shares.
 
-A ruleset owns the scenario catalogue, draws a task instance (world, drift plan, ground truth)
-from (scenario, seed), decides what the agent is shown (documentation at the start versus the
-live schema returned by inspection), dispatches actions to tools, tracks progress, grades and
-shapes. The Environment runs the same step pipeline for every ruleset and calls these hooks:
+A ruleset is everything that differs between benchmark versions: the scenario catalogue, how a
+task instance (world, drift plan, ground truth) is drawn from (scenario, seed), its tools, when
+drifts fire, what each action does, what the agent is shown, grading, shaping and the record
+columns. The Environment (`schemashift.env.environment`) runs the same pipeline for every
+ruleset and calls the hooks below; a hook that raises NotImplementedError here is one a ruleset
+must implement, the others have defaults that suit any ruleset.
 
-    fire_drifts(action) -> dispatch -> before_effects -> apply_effects -> (history) -> is_terminal
-    -> reward -> observe
+    reset:  new_episode (build_task, make_tools) -> observe
+    step:   fire_drifts -> dispatch (call_tool | inspect | report | complete), or invalid_step
+            -> before_effects -> apply_effects -> (step record appended) -> is_terminal
+            -> reward -> decorate_feedback (only on steps where drifts fired) -> visible_step
+            -> observe
 
-`before_effects` sees the state before the step's bookkeeping (legacy computes its dense
-shaping there; a potential-based ruleset reads Phi(s) there), `reward` sees the state after it.
+Before `fire_drifts` the Environment has validated the action against `tool_names` and
+`drift_kinds`, incremented `ep.step` and charged the step's tokens. After dispatch it freezes
+the response (`schemashift.env.frozen`); the step record, the reward breakdown and each
+`visible_step` are frozen too, and shared by the history and every later view, so a hook never
+changes them in place. Records read `summary` and `drift_outcomes` once an episode is done.
 """
 
 from __future__ import annotations
@@ -28,10 +36,9 @@ from schemashift.env.actions import (
     InvalidAction,
 )
 from schemashift.env.episode import DriftEvent, Episode, ScenarioInfo, Task
-from schemashift.env.frozen import freeze
-from schemashift.env.tools import TOOL_CLASSES
-from schemashift.env.tools.base import Tool, fail, ok
 
+#: a tool's answer: {"ok", "status", ...} as the ruleset's tools define it; None for steps with
+#: no response (a report or completion that answers nothing, a no-op)
 Response = dict[str, Any]
 
 
@@ -43,11 +50,15 @@ class UnknownScenario(KeyError):
 
 
 class Ruleset:
-    """Base class with the behaviour shared by rulesets; subclasses override the hooks."""
+    """Base class of rulesets: subclasses implement the hooks that raise NotImplementedError.
+
+    A ruleset instance is stateless and shared (`get_ruleset` caches one per name): all
+    per-episode state lives in the `Episode`, ruleset-specific parts in `ep.extra`.
+    """
 
     name: str = ""
     version: str = ""
-    #: tool names an action may mention (tools outside a scenario answer 404)
+    #: tool names an action may mention (validation; tools outside a scenario answer 404)
     tool_names: tuple[str, ...] = ()
     #: drift kinds a report may name
     drift_kinds: tuple[str, ...] = ()
@@ -59,6 +70,7 @@ class Ruleset:
 
     # -- catalogue ------------------------------------------------------------------------------
     def scenarios(self) -> list[ScenarioInfo]:
+        """The scenarios a run plays by default, in listing order."""
         raise NotImplementedError
 
     def scenario_ids(self) -> list[str]:
@@ -88,35 +100,30 @@ class Ruleset:
 
     # -- episode construction ----------------------------------------------------------------------
     def build_task(self, scenario: str, seed: int) -> Task:
-        """Draw the task instance for (scenario, seed); raises UnknownScenario."""
+        """The task instance of (scenario, seed): the same on every machine. Raises
+        UnknownScenario (or ValueError for a seed the ruleset does not take)."""
         raise NotImplementedError
 
-    def make_tools(self, task: Task) -> dict[str, Tool]:
-        return {name: TOOL_CLASSES[name](task.seed_data.get(name)) for name in task.tools}
+    def make_tools(self, task: Task) -> dict[str, Any]:
+        """Fresh tool objects of `task.tools`, by name, in their seeded state (`ep.tools`)."""
+        raise NotImplementedError
 
     def new_episode(self, scenario: str, seed: int, episode_id: str | None = None) -> Episode:
+        """A fresh episode (`Environment.reset`); a ruleset extends it to set up `ep.extra`."""
         task = self.build_task(scenario, seed)
         return Episode(task, episode_id or os.urandom(16).hex(), self.make_tools(task))
 
     # -- step pipeline ------------------------------------------------------------------------------
     def fire_drifts(self, ep: Episode, action: Action | None = None) -> list[DriftEvent]:
-        """Apply the drifts due before `action` is dispatched (here: those scheduled for the
-        current step, in plan order; a ruleset may fire drifts on the action itself)."""
-        due = ep.drifts_by_step.get(ep.step)
-        if not due:
-            return []
-        fired = []
-        for drift in due:
-            if not drift.fired:
-                spec = drift.spec
-                ep.tools[spec.tool].apply_drift(spec.kind, spec.endpoint, spec.details)
-                drift.fired = True
-                drift.fired_step = ep.step
-                fired.append(drift)
-        ep.docs = None
-        return fired
+        """Apply the drifts due before `action` is dispatched; returns those that fired, in order.
+
+        Called first on every step, `ep.step` already counting it; `action` is None on an invalid
+        step. A fired drift gets `fired` and `fired_step` set; the step record lists the specs.
+        """
+        raise NotImplementedError
 
     def dispatch(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
+        """(response, feedback) of a valid action: routed by type to the hooks below."""
         kind = action.type
         if kind in TOOL_CALL_TYPES:
             return self.call_tool(ep, action)
@@ -127,32 +134,36 @@ class Ruleset:
         return self.complete(ep, action)
 
     def call_tool(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
+        """A `call_tool` or `retry_with_variant` (`action.present` False: its sub-object was absent)."""
         raise NotImplementedError
 
     def inspect(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
-        """Answer an inspection with the live schema of the tool."""
-        tool = ep.tools.get(action.tool) if action.present else None
-        if tool is None:
-            return fail(404, "Tool unavailable for inspection."), "Inspect target missing."
-        return ok({"schema": tool.schema_view()}), f"Inspected {action.tool} schema."
+        """An `inspect_schema`: what the agent learns of a tool's current contract."""
+        raise NotImplementedError
 
     def report(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
+        """A `report_drift`; whether it counts is for `apply_effects` to record."""
         raise NotImplementedError
 
     def complete(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
+        """A `complete_task`; the generic `is_terminal` then ends the episode."""
         raise NotImplementedError
 
     def invalid_step(self, ep: Episode, raw: Any, error: InvalidAction) -> tuple[Response | None, str]:
-        """Dispatch of an action that failed validation, for rulesets that consume such steps."""
-        return fail(400, f"Invalid action: {error}"), f"Invalid action: {error}"
+        """(response, feedback) of an action that failed validation: called instead of `dispatch`,
+        and only on rulesets whose `invalid_actions_consume_step` is True."""
+        raise NotImplementedError
 
     def before_effects(self, ep: Episode, action: Action | None, response: Response | None) -> Any:
+        """Whatever `reward` needs of the state before this step's bookkeeping (`ep.history` does
+        not hold the step yet, `apply_effects` has not run); handed to `reward` as `pre`."""
         return None
 
     def apply_effects(self, ep: Episode, action: Action | None, response: Response | None) -> None:
-        """Update progress tracking (detection, agent state, catastrophe) after dispatch."""
+        """Update progress tracking (detection, evidence, agent state) after dispatch."""
 
     def is_terminal(self, ep: Episode, action: Action | None) -> bool:
+        """Whether the episode ends on this step (sets `ep.done` before `reward`)."""
         return (
             ep.step >= ep.task.max_steps
             or ep.tokens_remaining <= 0
@@ -162,28 +173,32 @@ class Ruleset:
     def reward(
         self, ep: Episode, action: Action | None, response: Response | None, pre: Any
     ) -> dict[str, Any]:
+        """The step's reward breakdown, a JSON-serialisable dict (the Environment returns it from
+        `step` and stores it in the step record); `ep.done` is already set."""
         raise NotImplementedError
 
     def potential(self, ep: Episode) -> float:
         """Phi(s) for potential-based shaping; rulesets without it return 0."""
         return 0.0
 
-    def catastrophe(self, ep: Episode) -> bool:
-        return bool(ep.agent_state.get("catastrophe"))
-
     def decorate_feedback(self, ep: Episode, feedback: str, fired: list[DriftEvent]) -> str:
         """The feedback of a step on which drifts fired (called only on such steps)."""
         return feedback
 
+    # -- what the agent sees ----------------------------------------------------------------------
     def documentation(self, ep: Episode) -> dict[str, dict[str, Any]]:
-        """The tool documentation observations show. Default: the live schema, rebuilt after drift."""
-        docs = ep.docs
-        if docs is None:
-            docs = ep.docs = freeze({name: tool.schema_view() for name, tool in ep.tools.items()})
-        return docs
+        """The tool documentation the agent is shown now, by tool (read-only; the MCP server lists
+        its tools from it)."""
+        raise NotImplementedError
+
+    def visible_step(self, record: dict[str, Any]) -> dict[str, Any]:
+        """What an observation's history shows of one step record (built once, then frozen and
+        appended to `ep.visible_history`)."""
+        raise NotImplementedError
 
     def observe(self, ep: Episode, feedback: str) -> dict[str, Any]:
-        """The view of the episode a policy is shown: a new top-level dict each call.
+        """The view of the episode a policy is shown: a new top-level dict each call, with at
+        least `done` (the runner plays until it is true).
 
         Views may share parts with earlier views, but a part is never changed in place once it
         has been in a view (a change makes a new object). Parts made frozen
@@ -192,70 +207,15 @@ class Ruleset:
         """
         raise NotImplementedError
 
-    def visible_step(self, record: dict[str, Any]) -> dict[str, Any]:
-        """What an observation's history shows of one step record."""
-        return {
-            "step": record["step"],
-            "action": record["action"],
-            "response": record["response"],
-            "reward_breakdown": record["reward"],
-        }
-
-    # -- episode summaries ------------------------------------------------------------------------
+    # -- episode records ----------------------------------------------------------------------------
     def summary(self, ep: Episode) -> dict[str, Any]:
-        """Episode-level record fields (outcome, rubric, ruleset-specific columns)."""
+        """Episode-level record fields (outcome, rubric, counters), named as the `episodes`
+        columns of `schemashift.rollout.records`."""
         raise NotImplementedError
 
     def drift_outcomes(self, ep: Episode) -> list[dict[str, Any]]:
-        """One row per planned drift: when it fired, was discovered, reported and recovered from.
-
-        Discovered: the first step at or after firing with evidence on the drifted tool (a failed
-        call, or an inspection of it). Recovered: the first successful call on that tool after
-        the first failed call on it at or after firing.
-        """
-        rows = []
-        for drift in ep.drifts:
-            spec = drift.spec
-            discovered = failed_at = recovered = None
-            if drift.fired_step is not None:
-                for record in ep.history:
-                    if record["step"] < drift.fired_step:
-                        continue
-                    action = record["action"]
-                    sub = action.get("tool_call") or action.get("retry") or action.get("inspect")
-                    if not sub or sub.get("tool") != spec.tool:
-                        continue
-                    response = record["response"]
-                    if action["type"] == INSPECT_SCHEMA:
-                        if discovered is None and response and response["ok"]:
-                            discovered = record["step"]
-                        continue
-                    if response is None:
-                        continue
-                    if not response["ok"]:
-                        if failed_at is None:
-                            failed_at = record["step"]
-                        if discovered is None:
-                            discovered = record["step"]
-                    elif failed_at is not None:
-                        recovered = record["step"]
-                        break
-            rows.append(
-                {
-                    "drift_index": drift.index,
-                    "kind": spec.kind,
-                    "tool": spec.tool,
-                    "endpoint": spec.endpoint,
-                    "planned_step": spec.fires_at_step,
-                    "fired_step": drift.fired_step,
-                    "discovered_step": discovered,
-                    "reported_step": drift.reported_step,
-                    "failed_step": failed_at,
-                    "recovered_step": recovered,
-                    "steps_to_recover": None if recovered is None else recovered - failed_at,
-                }
-            )
-        return rows
+        """One `drifts` record row per planned drift, in plan order (see `drift_row`)."""
+        raise NotImplementedError
 
     # -- ground-truth access, for the oracle only ------------------------------------------------------
     def solution(self, task: Task) -> list[dict[str, Any]]:
