@@ -22,8 +22,8 @@ from schemashift.env.episode import DriftEvent, Episode, ScenarioInfo, Task
 from schemashift.env.frozen import freeze
 from schemashift.env.rulesets.base import Response, Ruleset, UnknownScenario, action_counts
 from schemashift.env.rulesets.legacy.scenarios import SCENARIOS
-from schemashift.env.tools import TOOL_CLASSES
-from schemashift.env.tools.base import Tool, fail, ok
+from schemashift.env.rulesets.legacy.tools import TOOL_CLASSES
+from schemashift.env.rulesets.legacy.tools.base import Tool, fail, ok
 
 W_COMPLETION, W_DETECTION, W_ADAPTATION, W_EFFICIENCY = 0.40, 0.25, 0.20, 0.15
 INSPECT_AFTER_FAILURE = 0.10
