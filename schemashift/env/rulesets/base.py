@@ -214,13 +214,46 @@ class Ruleset:
         raise NotImplementedError
 
     def drift_outcomes(self, ep: Episode) -> list[dict[str, Any]]:
-        """One `drifts` record row per planned drift, in plan order (see `drift_row`)."""
+        """One `drifts` record row per planned drift, in plan order (`drift_row` builds each)."""
         raise NotImplementedError
 
     # -- ground-truth access, for the oracle only ------------------------------------------------------
     def solution(self, task: Task) -> list[dict[str, Any]]:
         """An action sequence that solves the task, written from its ground truth."""
         raise NotImplementedError
+
+
+def drift_row(
+    drift: DriftEvent, *, discovered: int | None, failed: int | None, recovered: int | None
+) -> dict[str, Any]:
+    """A `drifts` record row: the drift, when it fired and was reported, and the steps at which
+    the ruleset saw it discovered, first failing and recovered from (None: never)."""
+    spec = drift.spec
+    return {
+        "drift_index": drift.index,
+        "kind": spec.kind,
+        "tool": spec.tool,
+        "endpoint": spec.endpoint,
+        "planned_step": spec.fires_at_step,
+        "fired_step": drift.fired_step,
+        "discovered_step": discovered,
+        "reported_step": drift.reported_step,
+        "failed_step": failed,
+        "recovered_step": recovered,
+        "steps_to_recover": None if recovered is None else recovered - failed,
+    }
+
+
+def drift_counts(drifts: list[DriftEvent], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The episode's drift columns, from its drifts and their `drift_outcomes` rows."""
+    recovered = [row["steps_to_recover"] for row in rows if row["steps_to_recover"] is not None]
+    return {
+        "drifts_fired": sum(1 for d in drifts if d.fired),
+        "drifts_detected": sum(1 for d in drifts if d.detected),
+        "drifts_discovered": sum(1 for row in rows if row["discovered_step"] is not None),
+        "drifts_recovered": len(recovered),
+        "steps_to_recover": (sum(recovered) / len(recovered)) if recovered else None,
+    }
 
 
 def action_counts(ep: Episode) -> dict[str, int]:

@@ -20,7 +20,14 @@ from schemashift.env.actions import (
 )
 from schemashift.env.episode import DriftEvent, Episode, ScenarioInfo, Task
 from schemashift.env.frozen import freeze
-from schemashift.env.rulesets.base import Response, Ruleset, UnknownScenario, action_counts
+from schemashift.env.rulesets.base import (
+    Response,
+    Ruleset,
+    UnknownScenario,
+    action_counts,
+    drift_counts,
+    drift_row,
+)
 from schemashift.env.rulesets.legacy.scenarios import SCENARIOS
 from schemashift.env.rulesets.legacy.tools import TOOL_CLASSES
 from schemashift.env.rulesets.legacy.tools.base import Tool, fail, ok
@@ -325,8 +332,6 @@ class LegacyRuleset(Ruleset):
     # -- records ----------------------------------------------------------------------------------------
     def summary(self, ep: Episode) -> dict[str, Any]:
         last = ep.history[-1]["reward"] if ep.history else None
-        outcomes = self.drift_outcomes(ep)
-        recovered = [o["steps_to_recover"] for o in outcomes if o["steps_to_recover"] is not None]
         row = {
             key: (last[key] if last else None)
             for key in (
@@ -346,11 +351,7 @@ class LegacyRuleset(Ruleset):
             schedule_hash=ep.task.schedule_hash(),
             catastrophe=self.catastrophe(ep),
             invalid_actions=0,
-            drifts_fired=sum(1 for d in ep.drifts if d.fired),
-            drifts_detected=sum(1 for d in ep.drifts if d.detected),
-            drifts_discovered=sum(1 for o in outcomes if o["discovered_step"] is not None),
-            drifts_recovered=len(recovered),
-            steps_to_recover=(sum(recovered) / len(recovered)) if recovered else None,
+            **drift_counts(ep.drifts, self.drift_outcomes(ep)),
             **action_counts(ep),
         )
         return row
@@ -389,21 +390,7 @@ class LegacyRuleset(Ruleset):
                     elif failed_at is not None:
                         recovered = record["step"]
                         break
-            rows.append(
-                {
-                    "drift_index": drift.index,
-                    "kind": spec.kind,
-                    "tool": spec.tool,
-                    "endpoint": spec.endpoint,
-                    "planned_step": spec.fires_at_step,
-                    "fired_step": drift.fired_step,
-                    "discovered_step": discovered,
-                    "reported_step": drift.reported_step,
-                    "failed_step": failed_at,
-                    "recovered_step": recovered,
-                    "steps_to_recover": None if recovered is None else recovered - failed_at,
-                }
-            )
+            rows.append(drift_row(drift, discovered=discovered, failed=failed_at, recovered=recovered))
         return rows
 
 
