@@ -86,7 +86,7 @@ class Task:
 class DriftEvent:
     """A drift of the running episode: its spec plus what has happened to it so far."""
 
-    __slots__ = ("spec", "index", "fired", "fired_step", "detected", "reported_step", "opportunity")
+    __slots__ = ("spec", "index", "fired", "fired_step", "detected", "reported_step")
 
     def __init__(self, spec: DriftSpec, index: int) -> None:
         self.spec = spec
@@ -95,8 +95,6 @@ class DriftEvent:
         self.fired_step: int | None = None
         self.detected = False
         self.reported_step: int | None = None
-        # The step record of the first post-drift call that scores adaptation, once there is one.
-        self.opportunity: dict[str, Any] | None = None
 
 
 class Episode:

@@ -177,10 +177,6 @@ class Ruleset:
         `step` and stores it in the step record); `ep.done` is already set."""
         raise NotImplementedError
 
-    def potential(self, ep: Episode) -> float:
-        """Phi(s) for potential-based shaping; rulesets without it return 0."""
-        return 0.0
-
     def decorate_feedback(self, ep: Episode, feedback: str, fired: list[DriftEvent]) -> str:
         """The feedback of a step on which drifts fired (called only on such steps)."""
         return feedback

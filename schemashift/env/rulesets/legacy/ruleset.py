@@ -489,7 +489,6 @@ class DriftTally:
         if self.pending and action.present and action.type in TOOL_CALL_TYPES:
             for drift in list(self.pending):
                 if drift.spec.tool == action.tool and drift.spec.fires_at_step < ep.step:
-                    drift.opportunity = ep.history[-1]
                     self.pending.remove(drift)
                     self.opportunities += 1
                     if response is not None and response["ok"]:

@@ -448,12 +448,6 @@ class V1Ruleset(Ruleset):
             return 0.0
         return 1.0 - min(0.5, REPEAT_FAILURE_PENALTY * (failures - 1))
 
-    def catastrophe(self, ep: Episode) -> bool:
-        return bool(self._progress(ep)[2])
-
-    def potential(self, ep: Episode) -> float:
-        return self._progress(ep)[0]
-
     # -- what the agent sees -----------------------------------------------------------------------
     def documentation(self, ep: Episode) -> dict[str, dict[str, Any]]:
         """The documentation as published at the start of the episode (it goes stale on drift)."""
