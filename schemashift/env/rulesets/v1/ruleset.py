@@ -522,17 +522,6 @@ class V1Ruleset(Ruleset):
         ]
 
     # -- plans -------------------------------------------------------------------------------------
-    def documented_plan(self, task: Task) -> list[dict[str, Any]]:
-        """The task's calls, reads included, as the start-of-episode documentation describes them
-        (no drift knowledge), with the values the ground truth holds."""
-        return [
-            {
-                "type": "call_tool",
-                "tool_call": {"tool": op["tool"], "endpoint": op["endpoint"], "params": dict(op["params"])},
-            }
-            for op in task.ground_truth["ops"]
-        ]
-
     def solution(self, task: Task) -> list[dict[str, Any]]:
         """The oracle's plan, written from the ground truth and the drift schedule (see `play_oracle`)."""
         return copy.deepcopy(list(_solution(task.scenario, task.seed)))
