@@ -81,11 +81,13 @@ class Ruleset:
         return []
 
     def scenario_info(self, scenario: str) -> ScenarioInfo:
-        for info in self.scenarios():
+        """The listing of any scenario the ruleset builds, compositions included."""
+        infos = self.scenarios() + self.compositions()
+        for info in infos:
             if info.id == scenario:
                 return info
         raise UnknownScenario(
-            f"Unknown scenario {scenario!r} for ruleset {self.name!r}. Available: {self.scenario_ids()}"
+            f"Unknown scenario {scenario!r} for ruleset {self.name!r}. Available: {[i.id for i in infos]}"
         )
 
     def splits(self) -> dict[str, tuple[int, int | None]]:
@@ -97,6 +99,10 @@ class Ruleset:
             if seed >= first and (last is None or seed <= last):
                 return split
         return None
+
+    def held_out(self) -> dict[str, list[str]]:
+        """What only some split draws, by description (`schemashift scenarios` lists it)."""
+        return {}
 
     # -- episode construction ----------------------------------------------------------------------
     def build_task(self, scenario: str, seed: int) -> Task:

@@ -112,16 +112,6 @@ class V1Ruleset(Ruleset):
     def compositions(self) -> list[ScenarioInfo]:
         return list(self._composed)
 
-    def scenario_info(self, scenario: str) -> ScenarioInfo:
-        for info in self._infos + self._composed:
-            if info.id == scenario:
-                return info
-        raise self._unknown(scenario)
-
-    def _unknown(self, scenario: str) -> UnknownScenario:
-        known = [i.id for i in self._infos + self._composed]
-        return UnknownScenario(f"Unknown scenario {scenario!r} for ruleset 'v1'. Available: {known}")
-
     def splits(self) -> dict[str, tuple[int, int | None]]:
         return {"test": TEST_SEEDS, "train": (TRAIN_FIRST_SEED, None)}
 
