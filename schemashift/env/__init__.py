@@ -1,4 +1,5 @@
-"""The simulation core: tools, drift, rulesets and the environment. Standard library only."""
+"""The simulation core: the Environment, the Ruleset interface and the rulesets (each with its
+own tools). Standard library only."""
 
 from schemashift.env.actions import ACTION_TYPES, Action, InvalidAction, parse_action
 from schemashift.env.environment import Environment, EpisodeStateError
