@@ -22,7 +22,7 @@ import pytest
 import schemashift.env.rulesets as registry
 from schemashift.env import DriftSpec, Environment, EpisodeStateError, InvalidAction, ScenarioInfo, Task
 from schemashift.env.actions import REPORT_DRIFT
-from schemashift.env.frozen import ReadOnlyError
+from schemashift.env.frozen import ReadOnlyError, freeze
 from schemashift.env.rulesets import UnknownRuleset, available_rulesets, get_ruleset
 from schemashift.env.rulesets.base import (
     Ruleset,
@@ -37,6 +37,7 @@ TARGET = 3
 SCENARIO = ScenarioInfo("count_to_three", "easy", "counting", ("counter",), 8, "Bring the counter to 3.")
 #: the toy drift: on step 2, `add` renames its parameter `n` to `amount`
 RENAME = DriftSpec("counter", "field_rename", 2, "add", {"from": "n", "to": "amount"})
+PUBLISHED = freeze({"counter": {"add": {"params": ["n"]}}})
 
 
 def answer(status: int, body: Any = None, error: str | None = None) -> dict[str, Any]:
@@ -139,7 +140,7 @@ class CounterRuleset(Ruleset):
 
     def documentation(self, ep):
         """The documentation as published: it goes stale when the tool drifts."""
-        return {"counter": {"add": {"params": ["n"]}}}
+        return PUBLISHED
 
     def visible_step(self, record):
         response = record["response"]

@@ -14,10 +14,11 @@ must implement, the others have defaults that suit any ruleset.
             -> observe
 
 Before `fire_drifts` the Environment has validated the action against `tool_names` and
-`drift_kinds`, incremented `ep.step` and charged the step's tokens. After dispatch it freezes
-the response (`schemashift.env.frozen`); the step record, the reward breakdown and each
-`visible_step` are frozen too, and shared by the history and every later view, so a hook never
-changes them in place. Records read `summary` and `drift_outcomes` once an episode is done.
+`drift_kinds`, incremented `ep.step` and charged the step's tokens. It freezes
+(`schemashift.env.frozen`) the response after dispatch, the step record's action, the reward
+breakdown and each `visible_step`; these are shared by the history and every later view, so no
+hook changes them in place. `summary` and `drift_outcomes` describe the episode as it stands;
+the records read them when it ends.
 """
 
 from __future__ import annotations
@@ -189,8 +190,9 @@ class Ruleset:
 
     # -- what the agent sees ----------------------------------------------------------------------
     def documentation(self, ep: Episode) -> dict[str, dict[str, Any]]:
-        """The tool documentation the agent is shown now, by tool (read-only; the MCP server lists
-        its tools from it)."""
+        """The tool documentation the agent is shown now, by tool (read-only). The same object
+        until what it shows changes: the MCP server lists its tools from it and announces a new
+        tool list whenever the object differs."""
         raise NotImplementedError
 
     def visible_step(self, record: dict[str, Any]) -> dict[str, Any]:
@@ -259,7 +261,8 @@ def drift_counts(drifts: list[DriftEvent], rows: list[dict[str, Any]]) -> dict[s
 
 
 def action_counts(ep: Episode) -> dict[str, int]:
-    """Effort counters that every ruleset reports the same way."""
+    """The call columns, from the step history: calls and retries that reached a tool, those
+    that failed, and those answered 410 (a ruleset whose statuses move counts its own)."""
     tool_calls = failed = deprecated = 0
     for record in ep.history:
         kind = record["action"].get("type")
