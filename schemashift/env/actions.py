@@ -38,9 +38,7 @@ class InvalidAction(ValueError):
 
 
 class Action:
-    """A validated action. `present` is False when the type's sub-object was absent (a no-op step).
-
-    `raw` is what was validated: the sub-object, or the whole action when it had none."""
+    """A validated action. `present` is False when the type's sub-object was absent (a no-op step)."""
 
     __slots__ = (
         "type",
@@ -51,14 +49,12 @@ class Action:
         "drift_kind",
         "description",
         "summary",
-        "raw",
     )
 
     def __init__(
         self,
         type: str,
         present: bool,
-        raw: dict[str, Any],
         tool: str | None = None,
         endpoint: str | None = None,
         params: dict[str, Any] | None = None,
@@ -68,7 +64,6 @@ class Action:
     ) -> None:
         self.type = type
         self.present = present
-        self.raw = raw
         self.tool = tool
         self.endpoint = endpoint
         self.params = params
@@ -143,7 +138,7 @@ def parse_action(data: Any, tools: Collection[str], drift_kinds: Collection[str]
                 _PARSERS[other_kind](other_key, data[other_key], tools, drift_kinds)
     sub = data.get(key)
     if sub is None:
-        return Action(kind, False, data)
+        return Action(kind, False)
     return _PARSERS[kind](key, sub, tools, drift_kinds)
 
 
@@ -187,12 +182,12 @@ def _parse_call(key, sub, tools, drift_kinds) -> Action:
     elif not isinstance(params, dict):
         raise InvalidAction(f"'{key}.params' must be an object, got {type(params).__name__}")
     kind = CALL_TOOL if key == "tool_call" else RETRY_WITH_VARIANT
-    return Action(kind, True, sub, tool, endpoint, params)
+    return Action(kind, True, tool, endpoint, params)
 
 
 def _parse_inspect(key, sub, tools, drift_kinds) -> Action:
     sub = _object(key, sub)
-    return Action(INSPECT_SCHEMA, True, sub, tool=_tool(key, sub, tools))
+    return Action(INSPECT_SCHEMA, True, tool=_tool(key, sub, tools))
 
 
 def _parse_report(key, sub, tools, drift_kinds) -> Action:
@@ -204,12 +199,12 @@ def _parse_report(key, sub, tools, drift_kinds) -> Action:
             f"unknown drift kind {kind!r} in '{key}.drift_kind'; expected one of {sorted(drift_kinds)}"
         )
     description = _string(key, sub, "description")
-    return Action(REPORT_DRIFT, True, sub, tool=tool, drift_kind=kind, description=description)
+    return Action(REPORT_DRIFT, True, tool=tool, drift_kind=kind, description=description)
 
 
 def _parse_complete(key, sub, tools, drift_kinds) -> Action:
     sub = _object(key, sub)
-    return Action(COMPLETE_TASK, True, sub, summary=_string(key, sub, "summary"))
+    return Action(COMPLETE_TASK, True, summary=_string(key, sub, "summary"))
 
 
 _PARSERS = {

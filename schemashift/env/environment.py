@@ -8,8 +8,8 @@ from typing import Any
 from schemashift.env.actions import Action, InvalidAction, parse_action
 from schemashift.env.episode import Episode
 from schemashift.env.frozen import freeze, frozen_view
-from schemashift.env.ruleset import Ruleset
 from schemashift.env.rulesets import get_ruleset
+from schemashift.env.rulesets.base import Ruleset
 
 
 class EpisodeStateError(RuntimeError):

@@ -7,8 +7,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemashift.env.tools.base import Tool
-
 
 @dataclass(frozen=True)
 class ScenarioInfo:
@@ -88,7 +86,7 @@ class Task:
 class DriftEvent:
     """A drift of the running episode: its spec plus what has happened to it so far."""
 
-    __slots__ = ("spec", "index", "fired", "fired_step", "detected", "reported_step", "opportunity")
+    __slots__ = ("spec", "index", "fired", "fired_step", "detected", "reported_step")
 
     def __init__(self, spec: DriftSpec, index: int) -> None:
         self.spec = spec
@@ -97,8 +95,6 @@ class DriftEvent:
         self.fired_step: int | None = None
         self.detected = False
         self.reported_step: int | None = None
-        # The step record of the first post-drift call that scores adaptation, once there is one.
-        self.opportunity: dict[str, Any] | None = None
 
 
 class Episode:
@@ -121,11 +117,12 @@ class Episode:
         "extra",
     )
 
-    def __init__(self, task: Task, episode_id: str, tools: dict[str, Tool]) -> None:
+    def __init__(self, task: Task, episode_id: str, tools: dict[str, Any]) -> None:
         self.task = task
         self.episode_id = episode_id
         self.step = 0
         self.tokens_remaining = task.token_budget
+        # The ruleset's own tool objects by name (`Ruleset.make_tools`); only its hooks use them.
         self.tools = tools
         self.drifts = [DriftEvent(spec, i) for i, spec in enumerate(task.drift_plan)]
         self.drifts_by_step: dict[int, list[DriftEvent]] = {}

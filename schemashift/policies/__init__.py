@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from schemashift.env.ruleset import Ruleset
 from schemashift.env.rulesets import get_ruleset
+from schemashift.env.rulesets.base import Ruleset
 from schemashift.policies.base import Policy
 
 Factory = Callable[[Ruleset], Policy]

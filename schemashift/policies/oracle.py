@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemashift.env.ruleset import Ruleset
+from schemashift.env.rulesets.base import Ruleset
 from schemashift.policies.base import ActionDict, Observation, complete_task
 
 

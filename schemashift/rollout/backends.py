@@ -9,8 +9,8 @@ from typing import Any, Protocol
 from schemashift.env.actions import SUBOBJECT, InvalidAction
 from schemashift.env.environment import Environment, EpisodeStateError
 from schemashift.env.frozen import freeze, frozen_view
-from schemashift.env.ruleset import UnknownScenario
 from schemashift.env.rulesets import UnknownRuleset, get_ruleset
+from schemashift.env.rulesets.base import UnknownScenario
 from schemashift.rollout.wire import ViewDecoder
 
 

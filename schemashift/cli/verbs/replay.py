@@ -29,8 +29,8 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from schemashift.cli import CliError
-    from schemashift.env.ruleset import UnknownScenario
     from schemashift.env.rulesets import UnknownRuleset
+    from schemashift.env.rulesets.base import UnknownScenario
     from schemashift.rollout.replay import ReplayError, replay, trajectory_actions
 
     tokens = None

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     except UnknownRuleset as exc:
         raise CliError(str(exc)) from None
     infos = ruleset.scenarios() + (ruleset.compositions() if args.compositions else [])
-    held_out = getattr(ruleset, "held_out", dict)()
+    held_out = ruleset.held_out()
     splits = {
         name: {"first_seed": first, "last_seed": last} for name, (first, last) in ruleset.splits().items()
     }

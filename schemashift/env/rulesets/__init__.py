@@ -10,7 +10,7 @@ import importlib
 import pkgutil
 from functools import cache
 
-from schemashift.env.ruleset import Ruleset
+from schemashift.env.rulesets.base import Ruleset
 
 
 class UnknownRuleset(KeyError):

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from schemashift.env.ruleset import Ruleset
+from schemashift.env.rulesets.base import Ruleset
 from schemashift.policies.llm.completion import Completion
 from schemashift.policies.llm.format import FORMAT_VERSION, conversation_class, estimate_tokens
 from schemashift.policies.llm.parser import legacy_parse, parse_output

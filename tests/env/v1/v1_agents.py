@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from v1_support import RULESET
+from v1_support import RULESET, documented_plan
 
 from schemashift.env import Environment
 from schemashift.env.rulesets.v1.families import COMPANIES, FIRST, LAST
@@ -87,6 +87,6 @@ def play_no_read(scenario: str, seed: int, env: Environment, *, blind: bool = Tr
 
 def oblivious_actions(scenario: str, seed: int) -> list[dict[str, Any]]:
     task = RULESET.build_task(scenario, seed)
-    return RULESET.documented_plan(task) + [
+    return documented_plan(task) + [
         {"type": "complete_task", "complete": {"summary": task.ground_truth["summary"]}}
     ]

@@ -6,7 +6,7 @@ import json
 import os
 from typing import Any
 
-from schemashift.env import Environment
+from schemashift.env import Environment, Task
 from schemashift.env.rulesets import get_ruleset
 
 RULESET = get_ruleset("v1")
@@ -55,3 +55,9 @@ def report(tool: str, kind: str) -> dict[str, Any]:
 
 def complete(summary: str = "done") -> dict[str, Any]:
     return {"type": "complete_task", "complete": {"summary": summary}}
+
+
+def documented_plan(task: Task) -> list[dict[str, Any]]:
+    """The task's calls, reads included, as the start-of-episode documentation describes them
+    (no drift knowledge), with the values the ground truth holds."""
+    return [call(op["tool"], op["endpoint"], **op["params"]) for op in task.ground_truth["ops"]]

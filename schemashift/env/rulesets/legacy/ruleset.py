@@ -20,9 +20,17 @@ from schemashift.env.actions import (
 )
 from schemashift.env.episode import DriftEvent, Episode, ScenarioInfo, Task
 from schemashift.env.frozen import freeze
-from schemashift.env.ruleset import Response, Ruleset, UnknownScenario, action_counts
+from schemashift.env.rulesets.base import (
+    Response,
+    Ruleset,
+    UnknownScenario,
+    action_counts,
+    drift_counts,
+    drift_row,
+)
 from schemashift.env.rulesets.legacy.scenarios import SCENARIOS
-from schemashift.env.tools.base import fail
+from schemashift.env.rulesets.legacy.tools import TOOL_CLASSES
+from schemashift.env.rulesets.legacy.tools.base import Tool, fail, ok
 
 W_COMPLETION, W_DETECTION, W_ADAPTATION, W_EFFICIENCY = 0.40, 0.25, 0.20, 0.15
 INSPECT_AFTER_FAILURE = 0.10
@@ -100,6 +108,9 @@ class LegacyRuleset(Ruleset):
             ground_truth=spec["ground_truth"],
         )
 
+    def make_tools(self, task: Task) -> dict[str, Tool]:
+        return {name: TOOL_CLASSES[name](task.seed_data.get(name)) for name in task.tools}
+
     def new_episode(self, scenario: str, seed: int, episode_id: str | None = None) -> Episode:
         ep = super().new_episode(scenario, seed, episode_id)
         # Per-episode caches: parts of the observation that change rarely or never, and the
@@ -128,7 +139,23 @@ class LegacyRuleset(Ruleset):
     def solution(self, task: Task) -> list[dict[str, Any]]:
         return list(SCENARIOS[task.scenario]["solution"])
 
-    # -- dispatch (spec 3.3) ------------------------------------------------------------------------
+    # -- drift and dispatch (spec 3.2-3.3) ------------------------------------------------------------
+    def fire_drifts(self, ep: Episode, action: Action | None = None) -> list[DriftEvent]:
+        """Apply the drifts scheduled for the current step, in plan order, before dispatch."""
+        due = ep.drifts_by_step.get(ep.step)
+        if not due:
+            return []
+        fired = []
+        for drift in due:
+            if not drift.fired:
+                spec = drift.spec
+                ep.tools[spec.tool].apply_drift(spec.kind, spec.endpoint, spec.details)
+                drift.fired = True
+                drift.fired_step = ep.step
+                fired.append(drift)
+        ep.docs = None
+        return fired
+
     def call_tool(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
         verb = "Called" if action.type == CALL_TOOL else "Retried"
         if not action.present:
@@ -144,6 +171,13 @@ class LegacyRuleset(Ruleset):
             return fail(404, "Retry target unavailable."), "Retry target missing."
         response = tool.call(action.endpoint, action.params)
         return response, f"{verb} {action.tool}.{action.endpoint}: status={response['status']}"
+
+    def inspect(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
+        """Answer an inspection with the live schema of the tool."""
+        tool = ep.tools.get(action.tool) if action.present else None
+        if tool is None:
+            return fail(404, "Tool unavailable for inspection."), "Inspect target missing."
+        return ok({"schema": tool.schema_view()}), f"Inspected {action.tool} schema."
 
     def report(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
         if not action.present:
@@ -255,10 +289,29 @@ class LegacyRuleset(Ruleset):
             "done": ep.done,
         }
 
+    def catastrophe(self, ep: Episode) -> bool:
+        """The original's catastrophe flag, which nothing in its world ever sets."""
+        return bool(ep.agent_state.get("catastrophe"))
+
     def decorate_feedback(self, ep: Episode, feedback: str, fired: list[DriftEvent]) -> str:
         return f"{feedback} [DRIFT FIRED: {len(fired)} drift event(s) on step {ep.step}.]"
 
     # -- what the agent sees (spec 2.5) ------------------------------------------------------------------
+    def documentation(self, ep: Episode) -> dict[str, dict[str, Any]]:
+        """The live schema of every tool, rebuilt after drift."""
+        docs = ep.docs
+        if docs is None:
+            docs = ep.docs = freeze({name: tool.schema_view() for name, tool in ep.tools.items()})
+        return docs
+
+    def visible_step(self, record: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "step": record["step"],
+            "action": record["action"],
+            "response": record["response"],
+            "reward_breakdown": record["reward"],
+        }
+
     def observe(self, ep: Episode, feedback: str) -> dict[str, Any]:
         observation = ep.extra["observation_base"].copy()
         observation["step"] = ep.step
@@ -279,8 +332,6 @@ class LegacyRuleset(Ruleset):
     # -- records ----------------------------------------------------------------------------------------
     def summary(self, ep: Episode) -> dict[str, Any]:
         last = ep.history[-1]["reward"] if ep.history else None
-        outcomes = self.drift_outcomes(ep)
-        recovered = [o["steps_to_recover"] for o in outcomes if o["steps_to_recover"] is not None]
         row = {
             key: (last[key] if last else None)
             for key in (
@@ -300,14 +351,47 @@ class LegacyRuleset(Ruleset):
             schedule_hash=ep.task.schedule_hash(),
             catastrophe=self.catastrophe(ep),
             invalid_actions=0,
-            drifts_fired=sum(1 for d in ep.drifts if d.fired),
-            drifts_detected=sum(1 for d in ep.drifts if d.detected),
-            drifts_discovered=sum(1 for o in outcomes if o["discovered_step"] is not None),
-            drifts_recovered=len(recovered),
-            steps_to_recover=(sum(recovered) / len(recovered)) if recovered else None,
+            **drift_counts(ep.drifts, self.drift_outcomes(ep)),
             **action_counts(ep),
         )
         return row
+
+    def drift_outcomes(self, ep: Episode) -> list[dict[str, Any]]:
+        """One row per planned drift, from the step history.
+
+        Discovered: the first step at or after firing with evidence on the drifted tool (a failed
+        call, or an inspection of it). Recovered: the first successful call on that tool after
+        the first failed call on it at or after firing.
+        """
+        rows = []
+        for drift in ep.drifts:
+            spec = drift.spec
+            discovered = failed_at = recovered = None
+            if drift.fired_step is not None:
+                for record in ep.history:
+                    if record["step"] < drift.fired_step:
+                        continue
+                    action = record["action"]
+                    sub = action.get("tool_call") or action.get("retry") or action.get("inspect")
+                    if not sub or sub.get("tool") != spec.tool:
+                        continue
+                    response = record["response"]
+                    if action["type"] == INSPECT_SCHEMA:
+                        if discovered is None and response and response["ok"]:
+                            discovered = record["step"]
+                        continue
+                    if response is None:
+                        continue
+                    if not response["ok"]:
+                        if failed_at is None:
+                            failed_at = record["step"]
+                        if discovered is None:
+                            discovered = record["step"]
+                    elif failed_at is not None:
+                        recovered = record["step"]
+                        break
+            rows.append(drift_row(drift, discovered=discovered, failed=failed_at, recovered=recovered))
+        return rows
 
 
 def _matching_drift(ep: Episode, action: Action) -> DriftEvent | None:
@@ -405,7 +489,6 @@ class DriftTally:
         if self.pending and action.present and action.type in TOOL_CALL_TYPES:
             for drift in list(self.pending):
                 if drift.spec.tool == action.tool and drift.spec.fires_at_step < ep.step:
-                    drift.opportunity = ep.history[-1]
                     self.pending.remove(drift)
                     self.opportunities += 1
                     if response is not None and response["ok"]:

@@ -26,7 +26,14 @@ from schemashift.env.actions import (
 )
 from schemashift.env.episode import DriftEvent, DriftSpec, Episode, ScenarioInfo, Task
 from schemashift.env.frozen import freeze
-from schemashift.env.ruleset import Response, Ruleset, UnknownScenario
+from schemashift.env.rulesets.base import (
+    Response,
+    Ruleset,
+    UnknownScenario,
+    action_counts,
+    drift_counts,
+    drift_row,
+)
 from schemashift.env.rulesets.v1 import families
 from schemashift.env.rulesets.v1.api import Api, build_view, error, ok
 from schemashift.env.rulesets.v1.catalogue import (
@@ -104,16 +111,6 @@ class V1Ruleset(Ruleset):
 
     def compositions(self) -> list[ScenarioInfo]:
         return list(self._composed)
-
-    def scenario_info(self, scenario: str) -> ScenarioInfo:
-        for info in self._infos + self._composed:
-            if info.id == scenario:
-                return info
-        raise self._unknown(scenario)
-
-    def _unknown(self, scenario: str) -> UnknownScenario:
-        known = [i.id for i in self._infos + self._composed]
-        return UnknownScenario(f"Unknown scenario {scenario!r} for ruleset 'v1'. Available: {known}")
 
     def splits(self) -> dict[str, tuple[int, int | None]]:
         return {"test": TEST_SEEDS, "train": (TRAIN_FIRST_SEED, None)}
@@ -441,12 +438,6 @@ class V1Ruleset(Ruleset):
             return 0.0
         return 1.0 - min(0.5, REPEAT_FAILURE_PENALTY * (failures - 1))
 
-    def catastrophe(self, ep: Episode) -> bool:
-        return bool(self._progress(ep)[2])
-
-    def potential(self, ep: Episode) -> float:
-        return self._progress(ep)[0]
-
     # -- what the agent sees -----------------------------------------------------------------------
     def documentation(self, ep: Episode) -> dict[str, dict[str, Any]]:
         """The documentation as published at the start of the episode (it goes stale on drift)."""
@@ -484,13 +475,7 @@ class V1Ruleset(Ruleset):
     # -- records -----------------------------------------------------------------------------------
     def summary(self, ep: Episode) -> dict[str, Any]:
         grade = self._grade(ep)
-        outcomes = self.drift_outcomes(ep)
-        recovered = [o["steps_to_recover"] for o in outcomes if o["steps_to_recover"] is not None]
-        tool_calls = failed = 0
-        for record in ep.history:
-            if record["action"].get("type") in TOOL_CALL_TYPES and record["response"] is not None:
-                tool_calls += 1
-                failed += not record["response"]["ok"]
+        calls = action_counts(ep)
         return {
             "completion": grade["completion"],
             "drift_detection": grade["drift_detection"],
@@ -505,52 +490,28 @@ class V1Ruleset(Ruleset):
             "schedule_hash": ep.task.schedule_hash(),
             "catastrophe": grade["catastrophe"],
             "invalid_actions": ep.extra["invalid"],
-            "drifts_fired": sum(1 for d in ep.drifts if d.fired),
-            "drifts_detected": sum(1 for d in ep.drifts if d.detected),
-            "drifts_discovered": sum(1 for o in outcomes if o["discovered_step"] is not None),
-            "drifts_recovered": len(recovered),
-            "steps_to_recover": (sum(recovered) / len(recovered)) if recovered else None,
+            **drift_counts(ep.drifts, self.drift_outcomes(ep)),
+            # Calls answered `endpoint_retired`: an error_code_remap may move statuses to or from 410.
             "deprecated_calls": ep.extra["retired_calls"],
-            "tool_calls": tool_calls,
-            "failed_calls": failed,
+            "tool_calls": calls["tool_calls"],
+            "failed_calls": calls["failed_calls"],
         }
 
     def drift_outcomes(self, ep: Episode) -> list[dict[str, Any]]:
+        """One row per planned drift, from the evidence, failures and recoveries `apply_effects`
+        tracked (see docs/rulesets.md)."""
         extra = ep.extra
-        rows = []
-        for drift in ep.drifts:
-            spec = drift.spec
-            failed = extra["failed"].get(drift.index)
-            recovered = extra["recovered"].get(drift.index)
-            rows.append(
-                {
-                    "drift_index": drift.index,
-                    "kind": spec.kind,
-                    "tool": spec.tool,
-                    "endpoint": spec.endpoint,
-                    "planned_step": spec.fires_at_step,
-                    "fired_step": drift.fired_step,
-                    "discovered_step": extra["evidence"].get(drift.index),
-                    "reported_step": drift.reported_step,
-                    "failed_step": failed,
-                    "recovered_step": recovered,
-                    "steps_to_recover": None if recovered is None else recovered - failed,
-                }
-            )
-        return rows
-
-    # -- plans -------------------------------------------------------------------------------------
-    def documented_plan(self, task: Task) -> list[dict[str, Any]]:
-        """The task's calls, reads included, as the start-of-episode documentation describes them
-        (no drift knowledge), with the values the ground truth holds."""
         return [
-            {
-                "type": "call_tool",
-                "tool_call": {"tool": op["tool"], "endpoint": op["endpoint"], "params": dict(op["params"])},
-            }
-            for op in task.ground_truth["ops"]
+            drift_row(
+                drift,
+                discovered=extra["evidence"].get(drift.index),
+                failed=extra["failed"].get(drift.index),
+                recovered=extra["recovered"].get(drift.index),
+            )
+            for drift in ep.drifts
         ]
 
+    # -- plans -------------------------------------------------------------------------------------
     def solution(self, task: Task) -> list[dict[str, Any]]:
         """The oracle's plan, written from the ground truth and the drift schedule (see `play_oracle`)."""
         return copy.deepcopy(list(_solution(task.scenario, task.seed)))

@@ -1,8 +1,8 @@
 """Simulated SaaS tools: endpoint schemas, call validation and drift hooks.
 
 A tool owns its endpoint schemas (what the API accepts right now) and the handlers behind them.
-Drift mutates the schemas through `apply_drift`; every mutation bumps `revision`, which lets the
-environment cache the serialised schema view and rebuild it only when something changed.
+Drift mutates the schemas through `apply_drift`; every mutation drops the tool's cached
+serialised schema view, so the view is rebuilt only when something changed.
 """
 
 from __future__ import annotations
@@ -99,7 +99,6 @@ class Tool:
             }
         # Shared with every tool of the class until drift adds or removes an endpoint.
         self.handlers: dict[str, Callable[[Tool, dict[str, Any]], Response]] = handlers
-        self.revision = 0
         # Every fresh tool of a class starts from the same schemas, so they share one view.
         self._schema_view: dict[str, dict[str, Any]] | None = _BASELINE_VIEWS[cls]
         self.load(seed_data or {})
@@ -154,13 +153,12 @@ class Tool:
 
     def changed(self) -> None:
         """Mark the schemas as modified so cached views are rebuilt."""
-        self.revision += 1
         self._schema_view = None
 
     def schema_view(self) -> dict[str, dict[str, Any]]:
         """Serialised schemas of the active endpoints, in endpoint order.
 
-        Built once per schema revision, frozen (`schemashift.env.frozen`) and shared between
+        Built once per change of the schemas, frozen (`schemashift.env.frozen`) and shared between
         observations; drift builds a new one.
         """
         view = self._schema_view

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemashift.env.tools.base import EndpointSchema, Response, Tool, copy_records, fail, ok
+from schemashift.env.rulesets.legacy.tools.base import EndpointSchema, Response, Tool, copy_records, fail, ok
 
 PAGE_SIZE = 10
 _UPDATABLE = ("title", "start", "end", "attendees", "participants", "location", "status")

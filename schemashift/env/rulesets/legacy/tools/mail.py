@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemashift.env.tools.base import (
+from schemashift.env.rulesets.legacy.tools.base import (
     EndpointSchema,
     Response,
     Tool,
