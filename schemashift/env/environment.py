@@ -1,123 +1,17 @@
-"""The SchemaShift environment: one episode at a time, any ruleset, plain-dict observations."""
+"""The SchemaShift environment: the step pipeline over a ruleset given by name or as an instance."""
 
 from __future__ import annotations
 
-import copy
-from typing import Any
-
-from schemashift.env.actions import Action, InvalidAction, parse_action
-from schemashift.env.episode import Episode
-from schemashift.env.frozen import freeze, frozen_view
+from schemashift.env.pipeline import EpisodeStateError, StepPipeline
 from schemashift.env.rulesets import get_ruleset
 from schemashift.env.rulesets.base import Ruleset
 
-
-class EpisodeStateError(RuntimeError):
-    """Misuse of the episode lifecycle: a step before reset or after the episode ended."""
+__all__ = ["Environment", "EpisodeStateError"]
 
 
-class Environment:
-    """reset(scenario, seed) / step(action) over a pluggable ruleset.
-
-    Observations and reward breakdowns are plain JSON-serialisable dicts, and each one is a
-    snapshot that shares nothing mutable with the episode, the world, the ruleset's caches or
-    other episodes: the top-level dict is the policy's own, and everything below it is
-    read-only (`schemashift.env.frozen`: dict and list subclasses whose mutating methods raise
-    `ReadOnlyError`; `copy.deepcopy(observation)` gives an editable copy). What a step produces
-    (response, action, reward, history record) is frozen where it is made and shared by the
-    records and every later view, so nothing is copied again to show it. Inbound, an action's
-    parameters are frozen too, so a policy that edits an action it already stepped cannot reach
-    the world through it.
-
-    `snapshots=False` hands out the ruleset's own views instead (read-only by contract): for
-    callers that only serialise them and never let a policy hold them, such as the server,
-    whose observation deltas compare the parts of consecutive views by identity.
-    """
+class Environment(StepPipeline):
+    """`StepPipeline` (reset / step, frozen snapshots) over a ruleset named or given:
+    `Environment("v1")`, `Environment(get_ruleset("v1"), snapshots=False)`."""
 
     def __init__(self, ruleset: str | Ruleset = "legacy", *, snapshots: bool = True) -> None:
-        self.ruleset: Ruleset = get_ruleset(ruleset) if isinstance(ruleset, str) else ruleset
-        self.episode: Episode | None = None
-        self.snapshots = snapshots
-        # Set lookups for validating every action.
-        self._tool_names = frozenset(self.ruleset.tool_names)
-        self._drift_kinds = frozenset(self.ruleset.drift_kinds)
-
-    def reset(self, scenario: str, seed: int = 0, *, episode_id: str | None = None) -> dict[str, Any]:
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"seed must be an integer, got {seed!r}")
-        self.episode = self.ruleset.new_episode(scenario, seed, episode_id)
-        view = self.ruleset.observe(self.episode, "Episode started.")
-        return frozen_view(view) if self.snapshots else view
-
-    def parse(self, action: Any) -> Action:
-        """Validate an action against the ruleset's vocabulary (raises InvalidAction)."""
-        return parse_action(action, self._tool_names, self._drift_kinds)
-
-    def step(self, action: Any, tokens_used: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Apply one action (dict, JSON text or Action); returns (observation, reward breakdown).
-
-        Raises InvalidAction for an action the ruleset rejects (nothing changes) and
-        EpisodeStateError when called before reset or after the episode ended.
-        """
-        ep = self.episode
-        if ep is None:
-            raise EpisodeStateError("Call reset() before step().")
-        if ep.done:
-            raise EpisodeStateError("Episode already done; call reset() to start a new one.")
-        if tokens_used and (
-            isinstance(tokens_used, bool) or not isinstance(tokens_used, int) or tokens_used < 0
-        ):
-            raise ValueError(f"tokens_used must be a non-negative integer, got {tokens_used!r}")
-        rs = self.ruleset
-        invalid: InvalidAction | None = None
-        try:
-            parsed: Action | None = parse_action(action, self._tool_names, self._drift_kinds)
-        except InvalidAction as exc:
-            if not rs.invalid_actions_consume_step:
-                raise
-            parsed, invalid = None, exc
-        if parsed is not None and parsed.params is not None:
-            # A frozen copy: the policy's own objects never reach the world or the records.
-            if parsed is action:
-                parsed = copy.copy(parsed)
-            parsed.params = freeze(parsed.params)
-
-        ep.step += 1
-        if tokens_used:
-            ep.tokens_remaining = max(0, ep.tokens_remaining - tokens_used)
-        fired = rs.fire_drifts(ep, parsed)
-        if parsed is None:
-            response, feedback = rs.invalid_step(ep, action, invalid)
-        else:
-            response, feedback = rs.dispatch(ep, parsed)
-        # What a step produces is frozen where it is made: the record, the history and every
-        # view then share it, and no copy is needed when a policy is shown it.
-        response = freeze(response)
-        pre = rs.before_effects(ep, parsed, response)
-        rs.apply_effects(ep, parsed, response)
-        record = {
-            "step": ep.step,
-            "action": parsed.frozen()
-            if parsed is not None
-            else freeze({"type": "invalid", "raw": _printable(action)}),
-            "response": response,
-            "feedback": feedback,
-            "drift_events": [d.spec.to_dict() for d in fired] if fired else [],
-            "reward": None,
-        }
-        ep.history.append(record)
-        ep.done = rs.is_terminal(ep, parsed)
-        reward = record["reward"] = freeze(rs.reward(ep, parsed, response, pre))
-        if fired:
-            record["feedback"] = feedback = rs.decorate_feedback(ep, feedback, fired)
-        ep.visible_history.append(freeze(rs.visible_step(record)))
-        view = rs.observe(ep, feedback)
-        if not self.snapshots:
-            return view, reward
-        return frozen_view(view), reward
-
-
-def _printable(action: Any) -> Any:
-    if isinstance(action, bytes):
-        return action.decode("utf-8", "replace")
-    return action
+        super().__init__(get_ruleset(ruleset) if isinstance(ruleset, str) else ruleset, snapshots=snapshots)

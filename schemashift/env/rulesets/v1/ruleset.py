@@ -26,6 +26,7 @@ from schemashift.env.actions import (
 )
 from schemashift.env.episode import DriftEvent, DriftSpec, Episode, ScenarioInfo, Task
 from schemashift.env.frozen import freeze
+from schemashift.env.pipeline import StepPipeline
 from schemashift.env.rulesets.base import (
     Response,
     Ruleset,
@@ -528,9 +529,7 @@ class V1Ruleset(Ruleset):
         before completing it inspects each tool with a fired drift it has no evidence of yet, and
         reports every drift it met.
         """
-        from schemashift.env.environment import Environment
-
-        env = Environment(self, snapshots=False)
+        env = StepPipeline(self, snapshots=False)
         ep = env.episode = self.start(task, "oracle")
         queue = [op for op in task.ground_truth["ops"] if (op["tool"], op["endpoint"]) in WRITE_ENDPOINTS]
         actions: list[dict[str, Any]] = []
