@@ -25,7 +25,7 @@ from pathlib import Path
 from schemashift.env.rulesets import get_ruleset
 from schemashift.policies import make_policy
 from schemashift.rollout.backends import InProcessBackend
-from schemashift.rollout.runner import Cell, RunContext, run_sweep, run_sweep_batched
+from schemashift.rollout.runner import Cell, SweepContext, run_sweep, run_sweep_batched
 
 _SHAPE_KEYS = (
     "hidden_size",
@@ -49,7 +49,7 @@ def episode_cells(count: int) -> list[Cell]:
 def measure(label: str, model: str, episodes: int, max_new_tokens: int, **options) -> None:
     ruleset = get_ruleset("legacy")
     policy = make_policy(f"hf:{model}", ruleset, max_new_tokens=max_new_tokens, **options)
-    context = RunContext("bench", policy.name, generation_config=policy.generation_config())
+    context = SweepContext("bench", policy.name, generation_config=policy.generation_config())
     cell_list = episode_cells(episodes)
     run_sweep_batched(InProcessBackend, policy, cell_list[:2], context, batch_size=2)  # warm-up
     figures = {}

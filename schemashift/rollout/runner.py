@@ -35,8 +35,9 @@ class Cell:
 
 
 @dataclass(frozen=True)
-class RunContext:
-    """Identity and provenance columns shared by every row of one invocation."""
+class SweepContext:
+    """Identity and provenance columns shared by every row of one sweep (one `run` or `eval`
+    invocation, named by `run_id`; a training rollout is one sweep too)."""
 
     run_id: str
     policy: str
@@ -70,7 +71,7 @@ def cells(
     ]
 
 
-def _identity(cell: Cell, context: RunContext) -> dict[str, Any]:
+def _identity(cell: Cell, context: SweepContext) -> dict[str, Any]:
     return {
         "record_version": RECORD_SCHEMA_VERSION,
         "run_id": context.run_id,
@@ -92,7 +93,7 @@ class EpisodeRecorder:
     """One episode's bookkeeping, shared by the sequential and the lockstep paths so that both
     build identical records."""
 
-    def __init__(self, backend: EnvBackend, cell: Cell, context: RunContext) -> None:
+    def __init__(self, backend: EnvBackend, cell: Cell, context: SweepContext) -> None:
         self.backend, self.cell, self.context = backend, cell, context
         self.identity = _identity(cell, context)
         self.started = time.perf_counter()
@@ -210,7 +211,7 @@ class EpisodeRecorder:
         return EpisodeResult(record, drifts, trajectory)
 
 
-def play_episode(backend: EnvBackend, policy: Policy, cell: Cell, context: RunContext) -> EpisodeResult:
+def play_episode(backend: EnvBackend, policy: Policy, cell: Cell, context: SweepContext) -> EpisodeResult:
     """Play one episode to its end. Failures of the backend or policy become an `infra_error` row.
 
     A policy may also have `start_episode(cell)` (model policies seed their sampling by it),
@@ -292,7 +293,7 @@ def run_sweep(
     backend: EnvBackend,
     policy: Policy,
     cell_list: list[Cell],
-    context: RunContext,
+    context: SweepContext,
     on_episode: Callable[[EpisodeResult], None] | None = None,
 ) -> list[EpisodeResult]:
     """Play every cell in order with one policy; `on_episode` sees each result as it lands."""
@@ -309,7 +310,7 @@ def run_sweep_batched(
     make_backend: Callable[[], EnvBackend],
     policy: Any,
     cell_list: list[Cell],
-    context: RunContext,
+    context: SweepContext,
     batch_size: int = 32,
     on_episode: Callable[[EpisodeResult], None] | None = None,
 ) -> list[EpisodeResult]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemashift.policies.llm.turn_end import end_of_turn_ids
-from schemashift.rollout.runner import RunContext
+from schemashift.rollout.runner import SweepContext
 from schemashift.train.dataset import EPISODE_FIELD
 from schemashift.train.rewards import episode_reward, reward_components
 from schemashift.train.turns import TurnLoop
@@ -67,7 +67,7 @@ class ClosedLoopRollout:
         max_turns: int | None = None,
         temperature: float = 1.0,
         backend: str = "inprocess",
-        context: RunContext | None = None,
+        context: SweepContext | None = None,
         generation_config: Any = None,
     ) -> None:
         self.tokenizer = tokenizer
@@ -76,7 +76,7 @@ class ClosedLoopRollout:
         self.max_turns = max_turns
         self.temperature = temperature
         self.backend_spec = backend
-        self.context = context or RunContext(run_id=uuid.uuid4().hex, policy="grpo-rollout")
+        self.context = context or SweepContext(run_id=uuid.uuid4().hex, policy="grpo-rollout")
         #: outcome rows of the episodes played since the last `drain()` (for the training metrics)
         self.finished: list[dict[str, Any]] = []
         #: the trainer's vLLM generation engine while a call uses it (colocate mode)

@@ -231,11 +231,11 @@ def train(
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from schemashift.rollout.runner import RunContext
+    from schemashift.rollout.runner import SweepContext
     from schemashift.train.closed_loop import ClosedLoopRollout, reward_function
     from schemashift.train.dataset import build_rows
 
-    context = RunContext(
+    context = SweepContext(
         run_id=f"train-{run.name}",
         policy=f"grpo:{run.name}",
         train_run=run.name,

@@ -21,7 +21,7 @@ from schemashift.env.rulesets import get_ruleset
 from schemashift.policies.llm.format import Conversation
 from schemashift.policies.llm.parser import parse_output
 from schemashift.rollout.backends import make_backend
-from schemashift.rollout.runner import Cell, EpisodeRecorder, RunContext
+from schemashift.rollout.runner import Cell, EpisodeRecorder, SweepContext
 from schemashift.train.dataset import parse_episode_key
 from schemashift.train.rewards import episode_reward
 
@@ -37,7 +37,7 @@ class TurnLoop:
     def __init__(
         self,
         key: str,
-        context: RunContext,
+        context: SweepContext,
         *,
         max_turns: int | None = None,
         backend: str = "inprocess",
@@ -95,7 +95,7 @@ def play_texts(
     cut off, as the trainer's turn limit would. No tokens are charged (the texts have no prompt).
     """
     loop = TurnLoop(
-        key, RunContext(run_id=uuid.uuid4().hex, policy="texts"), max_turns=max_turns, backend=backend
+        key, SweepContext(run_id=uuid.uuid4().hex, policy="texts"), max_turns=max_turns, backend=backend
     )
     for text in texts:
         if not loop.running:

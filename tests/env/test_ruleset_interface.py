@@ -319,10 +319,10 @@ def registered(monkeypatch: pytest.MonkeyPatch) -> str:
 def test_a_third_ruleset_plays_through_the_runner_to_graded_records(registered):
     from schemashift.rollout import records
     from schemashift.rollout.backends import InProcessBackend
-    from schemashift.rollout.runner import Cell, RunContext, play_episode
+    from schemashift.rollout.runner import Cell, SweepContext, play_episode
 
     cell = Cell(registered, SCENARIO.id, 0)
-    result = play_episode(InProcessBackend(), AdaptiveCounting(), cell, RunContext("run", "adaptive"))
+    result = play_episode(InProcessBackend(), AdaptiveCounting(), cell, SweepContext("run", "adaptive"))
     record = result.record
     assert record["status"] == "graded", record["error"]
     assert {key: record[key] for key in ("ruleset", "ruleset_version", "family", "tier", "split")} == {

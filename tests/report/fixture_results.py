@@ -34,7 +34,7 @@ from schemashift.lineage import RUN_INDEX
 from schemashift.policies import make_policy
 from schemashift.rollout import io, records
 from schemashift.rollout.backends import make_backend
-from schemashift.rollout.runner import Cell, RunContext, play_episode, write_results
+from schemashift.rollout.runner import Cell, SweepContext, play_episode, write_results
 
 SCENARIOS = ("E1_onboard_new_hire", "E3_customer_lookup", "M1_customer_escalation", "M2_weekly_report")
 SEEDS = (0, 1, 2)
@@ -122,7 +122,7 @@ def _chance(*key: Any) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def _play(policy_name: str, ruleset: str, scenario: str, seed: int, sample: int, context: RunContext):
+def _play(policy_name: str, ruleset: str, scenario: str, seed: int, sample: int, context: SweepContext):
     backend = make_backend("inprocess")
     try:
         policy = make_policy(policy_name, ruleset)
@@ -201,7 +201,9 @@ def _baseline_cells(results: Path, rulesets: tuple[str, ...], scenarios: tuple[s
     for ruleset in rulesets:
         play_as = ruleset if ruleset != "v1" or have_v1 else "legacy"
         for policy in BASELINES:
-            context = RunContext(run_id=f"fixture-{ruleset}-{policy}", policy=policy, config_hash=CONFIG_HASH)
+            context = SweepContext(
+                run_id=f"fixture-{ruleset}-{policy}", policy=policy, config_hash=CONFIG_HASH
+            )
             for scenario in scenarios_for(ruleset, scenarios):
                 for seed in SEEDS:
                     out = []
@@ -215,7 +217,7 @@ def _baseline_cells(results: Path, rulesets: tuple[str, ...], scenarios: tuple[s
 
 def _evaluation(
     out_dir: Path,
-    context: RunContext,
+    context: SweepContext,
     skill: float,
     key: tuple[Any, ...],
     scenarios: tuple[str, ...],
@@ -325,7 +327,7 @@ def build(
     _baseline_cells(results, rulesets, scenarios)
     for name in ("qwen-1.5b", "qwen-coder-1.5b"):
         run = "coder" if name == "qwen-coder-1.5b" else "shaped"
-        context = RunContext(
+        context = SweepContext(
             run_id=f"fixture-base-{name}",
             policy=MODELS[name]["policy"],
             checkpoint_step=0,
@@ -343,7 +345,7 @@ def build(
         base = _base_model(spec["base_model"])
         for step in STEPS:
             adapter = _adapter(run, step)
-            context = RunContext(
+            context = SweepContext(
                 run_id=f"fixture-{run}-{step}",
                 policy=f"{MODELS[spec['base_model']]['policy']}@results/train/{run}/checkpoint-{step}",
                 train_run=run,
@@ -361,7 +363,7 @@ def build(
                 base,
                 missing,
             )
-    api = RunContext(run_id="fixture-api", policy="openai:gpt-4o-mini", config_hash=CONFIG_HASH)
+    api = SweepContext(run_id="fixture-api", policy="openai:gpt-4o-mini", config_hash=CONFIG_HASH)
     _evaluation(
         results / "eval" / "api" / "gpt-4o-mini",
         api,

@@ -22,7 +22,7 @@ from schemashift.rollout.runner import (
     FINAL_KEYS,
     PARSE_ERROR_PREFIX,
     EpisodeResult,
-    RunContext,
+    SweepContext,
     cells,
     run_sweep,
     write_results,
@@ -76,8 +76,8 @@ def exact(value: Any) -> float:
     return float(Fraction(value)) if isinstance(value, str) else float(value)
 
 
-def context(policy: str, run_id: str = "run-test") -> RunContext:
-    return RunContext(run_id=run_id, policy=policy, config_hash="cfg-1234", git_sha="abc123")
+def context(policy: str, run_id: str = "run-test") -> SweepContext:
+    return SweepContext(run_id=run_id, policy=policy, config_hash="cfg-1234", git_sha="abc123")
 
 
 def sweep(
@@ -497,7 +497,7 @@ def test_write_results_writes_nothing_when_a_drift_row_is_invalid(tmp_path: Path
         InProcessBackend(),
         make_policy("oracle"),
         cells(["legacy"], ["E1_onboard_new_hire"], [0]),
-        RunContext(run_id="first", policy="oracle"),
+        SweepContext(run_id="first", policy="oracle"),
     )
     write_results(tmp_path, results)
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
@@ -520,7 +520,7 @@ def test_infra_error_rows_keep_what_the_catalogue_knows() -> None:
         InProcessBackend(),
         Broken(),
         cells(["legacy"], ["M2_weekly_report"], [3]),
-        RunContext(run_id="r", policy="x"),
+        SweepContext(run_id="r", policy="x"),
     )
     record = result.record
     assert record["status"] == "infra_error"

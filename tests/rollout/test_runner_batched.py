@@ -10,7 +10,7 @@ import pytest
 from schemashift.env.rulesets import get_ruleset
 from schemashift.policies import make_policy
 from schemashift.rollout.backends import InProcessBackend
-from schemashift.rollout.runner import RunContext, cells, run_sweep, run_sweep_batched
+from schemashift.rollout.runner import SweepContext, cells, run_sweep, run_sweep_batched
 
 LEGACY = get_ruleset("legacy")
 
@@ -65,7 +65,7 @@ class LockstepOracle:
 
 
 CELLS = cells(["legacy"], LEGACY.scenario_ids(), [0, 1], samples=2)
-CONTEXT = RunContext("lockstep", "oracle")
+CONTEXT = SweepContext("lockstep", "oracle")
 
 
 def strip(result) -> tuple:

@@ -14,7 +14,7 @@ from schemashift.policies.base import call_tool
 from schemashift.rollout import records
 from schemashift.rollout.backends import InProcessBackend
 from schemashift.rollout.replay import replay, trajectory_actions
-from schemashift.rollout.runner import FINAL_KEYS, Cell, RunContext, play_episode, write_results
+from schemashift.rollout.runner import FINAL_KEYS, Cell, SweepContext, play_episode, write_results
 
 V1 = get_ruleset("v1")
 #: outcome columns only the legacy ruleset fills
@@ -31,7 +31,7 @@ def results():
         for family in V1.scenario_ids():
             for seed in (0, 10000):
                 cell = Cell("v1", family, seed)
-                out.append(play_episode(backend, make_policy(policy, V1), cell, RunContext("r", policy)))
+                out.append(play_episode(backend, make_policy(policy, V1), cell, SweepContext("r", policy)))
     return out
 
 
@@ -90,7 +90,7 @@ def test_invalid_actions_are_recorded_steps_on_v1(tmp_path: Path):
             return "not json" if self.n % 2 else call_tool("crm", "search_contacts", {})
 
     result = play_episode(
-        InProcessBackend(), Sloppy(), Cell("v1", "customer_lookup", 1), RunContext("r", "x")
+        InProcessBackend(), Sloppy(), Cell("v1", "customer_lookup", 1), SweepContext("r", "x")
     )
     row = result.record
     assert row["invalid_actions"] == (row["steps"] + 1) // 2 and row["parse_failures"] == 0

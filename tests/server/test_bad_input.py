@@ -128,11 +128,11 @@ def test_an_episode_next_to_a_flood_of_bad_input_is_unaffected(server_url):
     from server_support import as_written
 
     from schemashift.rollout.backends import InProcessBackend, RemoteBackend
-    from schemashift.rollout.runner import Cell, RunContext, play_episode
+    from schemashift.rollout.runner import Cell, SweepContext, play_episode
 
     ruleset = get_ruleset("legacy")
     cell = Cell("legacy", ruleset.scenario_ids()[-1], 4)
-    context = RunContext("flood", "policy_aware_heuristic")
+    context = SweepContext("flood", "policy_aware_heuristic")
     remote = RemoteBackend(server_url)
     with Session(server_url) as attacker:
         observation = remote.reset(cell.ruleset, cell.scenario, cell.seed)

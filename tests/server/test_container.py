@@ -22,7 +22,7 @@ from server_support import as_written, free_port
 from schemashift.env.rulesets import available_rulesets, get_ruleset
 from schemashift.policies import make_policy
 from schemashift.rollout.backends import InProcessBackend, RemoteBackend
-from schemashift.rollout.runner import Cell, RunContext, play_episode
+from schemashift.rollout.runner import Cell, SweepContext, play_episode
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_IMAGE = os.environ.get("SCHEMASHIFT_BASE_IMAGE", "localhost/debian-python:bookworm")
@@ -119,7 +119,7 @@ def test_the_image_starts_fast_as_a_non_root_user_with_a_healthcheck(container):
 @pytest.mark.parametrize("ruleset", available_rulesets())
 def test_a_sweep_against_the_container_equals_in_process(container, ruleset):
     rs = get_ruleset(ruleset)
-    context = RunContext("container", "policy_aware_heuristic")
+    context = SweepContext("container", "policy_aware_heuristic")
     results = []
     for backend in (RemoteBackend(container["url"]), InProcessBackend()):
         try:

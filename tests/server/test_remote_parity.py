@@ -8,7 +8,7 @@ from server_support import as_written, free_port
 from schemashift.env.rulesets import available_rulesets, get_ruleset
 from schemashift.policies import make_policy
 from schemashift.rollout.backends import InProcessBackend, RemoteBackend, make_backend
-from schemashift.rollout.runner import RunContext, cells, run_sweep
+from schemashift.rollout.runner import SweepContext, cells, run_sweep
 
 SEEDS = range(5)
 
@@ -17,7 +17,9 @@ def sweep(backend, ruleset: str, policy_name: str, seeds=SEEDS):
     rs = get_ruleset(ruleset)
     cell_list = cells([ruleset], rs.scenario_ids(), seeds)
     try:
-        return run_sweep(backend, make_policy(policy_name, rs), cell_list, RunContext("parity", policy_name))
+        return run_sweep(
+            backend, make_policy(policy_name, rs), cell_list, SweepContext("parity", policy_name)
+        )
     finally:
         backend.close()
 
@@ -61,7 +63,7 @@ class TextPolicy:
 def test_invalid_and_text_actions_are_judged_alike(server_url, ruleset):
     rs = get_ruleset(ruleset)
     cell_list = cells([ruleset], rs.scenario_ids()[:2], [1])
-    context = RunContext("parity", "text")
+    context = SweepContext("parity", "text")
     results = []
     for backend in (RemoteBackend(server_url), InProcessBackend()):
         try:

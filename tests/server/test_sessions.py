@@ -13,7 +13,7 @@ from server_support import Session, as_written, running_server
 from schemashift.env.rulesets import available_rulesets, get_ruleset
 from schemashift.policies import make_policy
 from schemashift.rollout.backends import InProcessBackend, RemoteBackend
-from schemashift.rollout.runner import RunContext, cells, play_episode
+from schemashift.rollout.runner import SweepContext, cells, play_episode
 
 SESSIONS = 64
 
@@ -40,7 +40,7 @@ def test_64_concurrent_sessions_each_equal_their_in_process_twin(server_url):
         cell_list += cells([ruleset], scenarios, range(-(-SESSIONS // len(scenarios))))
     cell_list = [cell_list[i * len(cell_list) // SESSIONS] for i in range(SESSIONS)]
     assert len(set(cell_list)) == SESSIONS
-    context = RunContext("concurrent", "policy_aware_heuristic")
+    context = SweepContext("concurrent", "policy_aware_heuristic")
     barrier = threading.Barrier(SESSIONS)
     remote: list = [None] * SESSIONS
 

@@ -88,7 +88,13 @@ def run(args: argparse.Namespace) -> int:
     from schemashift.policies import UnknownPolicy, make_policy
     from schemashift.rollout import io
     from schemashift.rollout.backends import make_backend
-    from schemashift.rollout.runner import EpisodeResult, RunContext, cells, run_sweep_batched, write_results
+    from schemashift.rollout.runner import (
+        EpisodeResult,
+        SweepContext,
+        cells,
+        run_sweep_batched,
+        write_results,
+    )
 
     if args.batch_size < 1:
         raise CliError(f"--batch-size must be at least 1, got {args.batch_size}")
@@ -128,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     digest = args.config_hash or provenance.config_hash(invocation)
     out.mkdir(parents=True, exist_ok=True)
     pinned = _pin(out, args.run_id, digest, invocation)
-    context = RunContext(
+    context = SweepContext(
         run_id=pinned["run_id"],
         policy=args.policy,
         harness=args.harness,

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from schemashift.env.rulesets import UnknownRuleset, get_ruleset
     from schemashift.policies import UnknownPolicy, make_policy
     from schemashift.rollout.backends import make_backend
-    from schemashift.rollout.runner import RunContext, cells, run_sweep, write_results
+    from schemashift.rollout.runner import SweepContext, cells, run_sweep, write_results
 
     try:
         ruleset = get_ruleset(args.ruleset)
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         "split": args.split,
         "samples": args.samples,
     }
-    context = RunContext(
+    context = SweepContext(
         run_id=args.run_id or uuid.uuid4().hex,
         policy=args.policy,
         config_hash=args.config_hash or provenance.config_hash(invocation),

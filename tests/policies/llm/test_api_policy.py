@@ -12,7 +12,7 @@ from schemashift.env.rulesets import get_ruleset
 from schemashift.policies import make_policy
 from schemashift.policies.llm.format import action_text
 from schemashift.rollout.backends import InProcessBackend
-from schemashift.rollout.runner import RunContext, cells, run_sweep, run_sweep_batched
+from schemashift.rollout.runner import SweepContext, cells, run_sweep, run_sweep_batched
 
 LEGACY = get_ruleset("legacy")
 TASKS = {LEGACY.build_task(s, 0).description: s for s in LEGACY.scenario_ids()}
@@ -34,8 +34,8 @@ def oracle_reply(body: dict) -> str:
     return action_text(action)
 
 
-def context(policy) -> RunContext:
-    return RunContext(
+def context(policy) -> SweepContext:
+    return SweepContext(
         "api", policy.name, harness=policy.harness, generation_config=policy.generation_config()
     )
 
@@ -58,7 +58,9 @@ def api_policy(server: OpenAIServer, **options):
 def test_the_api_policy_plays_like_the_oracle_it_is_fed(server: OpenAIServer) -> None:
     policy = api_policy(server)
     results = run_sweep_batched(InProcessBackend, policy, CELLS, context(policy), batch_size=4)
-    oracle = run_sweep(InProcessBackend(), make_policy("oracle", LEGACY), CELLS, RunContext("api", "oracle"))
+    oracle = run_sweep(
+        InProcessBackend(), make_policy("oracle", LEGACY), CELLS, SweepContext("api", "oracle")
+    )
     for played, reference in zip(results, oracle, strict=True):
         assert played.record["status"] == "graded"
         assert played.record["score"] == reference.record["score"]

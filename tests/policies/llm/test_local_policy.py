@@ -13,7 +13,7 @@ from schemashift.env.rulesets import get_ruleset
 from schemashift.policies import make_policy
 from schemashift.policies.llm.format import Conversation, action_text
 from schemashift.rollout.backends import InProcessBackend
-from schemashift.rollout.runner import RunContext, cells, run_sweep, run_sweep_batched
+from schemashift.rollout.runner import SweepContext, cells, run_sweep, run_sweep_batched
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -28,8 +28,8 @@ def policy(model: Path | str, **options):
     return make_policy(f"hf:{model}", LEGACY, **options)
 
 
-def context(p) -> RunContext:
-    return RunContext(
+def context(p) -> SweepContext:
+    return SweepContext(
         "test", p.name, harness=p.harness, base_model=p.base_model, generation_config=p.generation_config()
     )
 

@@ -13,7 +13,7 @@ from schemashift.policies import make_policy
 from schemashift.policies.llm.format import action_text
 from schemashift.policies.llm.turn_end import end_of_turn_ids
 from schemashift.rollout.backends import InProcessBackend
-from schemashift.rollout.runner import RunContext, cells, run_sweep
+from schemashift.rollout.runner import SweepContext, cells, run_sweep
 from schemashift.train.sft import encode_conversation, oracle_conversation
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -65,7 +65,7 @@ def test_sft_lora_and_full_outputs_load_as_policies(tiny_model: Path, tmp_path: 
     cell = cells(["legacy"], ["E1_onboard_new_hire"], [0])
     for spec in (f"{tiny_model}@{adapter}", str(full)):
         policy = make_policy(f"hf:{spec}", LEGACY, max_new_tokens=32)
-        (result,) = run_sweep(InProcessBackend(), policy, cell, RunContext("sft", policy.name))
+        (result,) = run_sweep(InProcessBackend(), policy, cell, SweepContext("sft", policy.name))
         assert result.record["status"] == "graded"
 
 
