@@ -11,17 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from legacy_reference import REF, SCENARIOS
 
 from schemashift import policies
 from schemashift.cli import main
 from schemashift.rollout import io
 from schemashift.rollout.runner import FINAL_KEYS
 
-REFERENCE = json.loads(
-    (Path(__file__).parents[1] / "data" / "legacy_reference.json").read_text(encoding="utf-8")
-)
-SCENARIOS = [entry["id"] for key, entry in REFERENCE["scenarios"].items() if not key.startswith("_")]
-PHASE6 = REFERENCE["worked_examples"]["5_phase6_E1"]
+PHASE6 = REF["worked_examples"]["5_phase6_E1"]
 #: spec 8.4 example 5: shaped_total of each step and the episode's cumulative reward
 PHASE6_STEPS = [0.380625, 0.37125, 0.361875, 0.4525, 0.703125, 1.09375, 0.934375]
 PHASE6_CUMULATIVE = 4.2975
@@ -122,7 +119,7 @@ def test_run_oracle_over_all_scenarios_writes_three_files_of_successes(oracle_ru
         r["policy"] == "oracle" and r["ruleset"] == "legacy" and r["run_id"] == "oracle-run" for r in rows
     )
     assert len({r["config_hash"] for r in rows}) == 1 and rows[0]["config_hash"]
-    low, high = REFERENCE["oracle"]["final_shaped_range"]
+    low, high = REF["oracle"]["final_shaped_range"]
     assert all(low - 1e-9 <= r["shaped_total"] <= high + 1e-9 for r in rows)
     assert len(list(io.read_jsonl(oracle_run / "trajectories.jsonl.gz"))) == 12
     assert len(io.read_parquet_rows(oracle_run / "drifts.parquet")) == 2 * 9
@@ -458,9 +455,7 @@ def test_scenarios_json_lists_the_six_legacy_scenarios(capsys: pytest.CaptureFix
         ("M2_weekly_report", "medium", 10),
         ("M3_event_cleanup", "medium", 12),
     ]
-    reference = {
-        e["id"]: (e["tier"], e["max_steps"]) for k, e in REFERENCE["scenarios"].items() if k[0] != "_"
-    }
+    reference = {e["id"]: (e["tier"], e["max_steps"]) for k, e in REF["scenarios"].items() if k[0] != "_"}
     assert {sid: (tier, steps) for sid, tier, steps in rows} == reference
 
 

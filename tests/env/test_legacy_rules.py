@@ -7,14 +7,13 @@ import copy
 import dataclasses
 import json
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
+from legacy_reference import REF
 
 from schemashift.env import DriftSpec, Environment, EpisodeStateError, InvalidAction, UnknownScenario
 from schemashift.env.rulesets.legacy import LegacyRuleset
 
-REF = json.loads((Path(__file__).resolve().parents[1] / "data" / "legacy_reference.json").read_text())
 SCENARIOS = {info["id"]: info for key, info in REF["scenarios"].items() if not key.startswith("_")}
 E1, E2, E3 = "E1_onboard_new_hire", "E2_meeting_invite_blast", "E3_customer_lookup"
 M1, M2, M3 = "M1_customer_escalation", "M2_weekly_report", "M3_event_cleanup"

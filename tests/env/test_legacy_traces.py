@@ -11,18 +11,15 @@ response status/error and feedback text.
 from __future__ import annotations
 
 import copy
-import json
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
+from legacy_reference import REF, assert_close, exact
 
 from schemashift.env import Environment
 
-REF = json.loads((Path(__file__).resolve().parents[1] / "data" / "legacy_reference.json").read_text())
 TRACES = REF["traces"]
 WORKED = REF["worked_examples"]
-TOL = Fraction(1, 10**9)
 WEIGHTS = {
     "completion": Fraction(2, 5),
     "drift_detection": Fraction(1, 4),
@@ -37,20 +34,6 @@ COMPONENTS = (
     "step_shaping",
     "correct_final_gate",
 )
-
-
-def exact(value) -> Fraction:
-    """A reference value as an exact fraction: number, "p/q" string or {published, exact}."""
-    if isinstance(value, dict):
-        return Fraction(value["exact"])
-    if isinstance(value, float):
-        return Fraction(repr(value))
-    return Fraction(value)
-
-
-def assert_close(actual, expected, what: str) -> None:
-    assert isinstance(actual, (int, float)), f"{what}: not a number: {actual!r}"
-    assert abs(Fraction(actual) - exact(expected)) <= TOL, f"{what}: got {actual!r}, expected {expected!r}"
 
 
 def drift_suffix(step: int, n: int = 1) -> str:

@@ -6,46 +6,21 @@ Eval 7), `aggregates`, `traces` (spec 14.3) and `oracle` (spec summary point 10)
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from fractions import Fraction
 from functools import cache
-from pathlib import Path
 
 import pytest
+from legacy_reference import COLUMNS, REF, assert_close
 
 from schemashift.env import Environment
 from schemashift.policies import make_policy
 
-REF = json.loads((Path(__file__).resolve().parents[1] / "data" / "legacy_reference.json").read_text())
 ROWS = REF["tables"]["rows"]
 SEEDS = REF["tables"]["seeds"]
 TIERS = {info["id"]: info["tier"] for key, info in REF["scenarios"].items() if not key.startswith("_")}
 SCENARIOS = list(TIERS)
 BASELINES = ["naive_heuristic", "policy_aware_heuristic"]
-TOL = Fraction(1, 10**9)
-# reference column -> reward breakdown key (last step)
-COLUMNS = {
-    "completion": "completion",
-    "drift_detection": "drift_detection",
-    "adaptation": "adaptation",
-    "efficiency": "efficiency",
-    "shaped": "shaped_total",
-    "cumul": "cumulative_reward",
-    "binary": "binary",
-}
-
-
-def exact(value) -> Fraction:
-    if isinstance(value, dict):
-        return Fraction(value["exact"])
-    if isinstance(value, float):
-        return Fraction(repr(value))
-    return Fraction(value)
-
-
-def assert_close(actual, expected, what: str) -> None:
-    assert abs(Fraction(actual) - exact(expected)) <= TOL, f"{what}: got {actual!r}, expected {expected!r}"
 
 
 @cache

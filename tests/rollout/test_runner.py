@@ -10,6 +10,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from legacy_reference import COLUMNS, REF, SCENARIOS
 
 import schemashift
 from schemashift.env.rulesets import get_ruleset
@@ -28,22 +29,8 @@ from schemashift.rollout.runner import (
     write_results,
 )
 
-REFERENCE = json.loads(
-    (Path(__file__).parents[1] / "data" / "legacy_reference.json").read_text(encoding="utf-8")
-)
-SCENARIOS = [entry["id"] for key, entry in REFERENCE["scenarios"].items() if not key.startswith("_")]
-SEEDS = REFERENCE["tables"]["seeds"]
+SEEDS = REF["tables"]["seeds"]
 HEURISTICS = ("policy_aware_heuristic", "naive_heuristic")
-#: reference table key -> episode column
-REFERENCE_COLUMNS = {
-    "completion": "completion",
-    "drift_detection": "drift_detection",
-    "adaptation": "adaptation",
-    "efficiency": "efficiency",
-    "shaped": "shaped_total",
-    "cumul": "cumulative_reward",
-    "binary": "binary",
-}
 #: planned drifts per legacy scenario (spec 6)
 PLANNED_DRIFTS = {
     "E1_onboard_new_hire": 1,
@@ -128,12 +115,12 @@ def test_a_heuristic_sweep_reproduces_the_published_rows(sweeps: dict, policy: s
     assert [(r.record["scenario"], r.record["seed"]) for r in results] == [
         (s, n) for s in SCENARIOS for n in SEEDS
     ]
-    table = REFERENCE["tables"]["rows"][policy]
+    table = REF["tables"]["rows"][policy]
     for result in results:
         row = result.record
         expected = table[row["scenario"]]
         where = f"{policy} {row['scenario']} seed {row['seed']}"
-        for key, column in REFERENCE_COLUMNS.items():
+        for key, column in COLUMNS.items():
             assert row[column] == pytest.approx(exact(expected[key]), abs=1e-9), f"{where}: {column}"
         assert row["steps"] == expected["steps"], where
         assert row["final_action"] == expected["last_action"], where
@@ -147,12 +134,8 @@ def test_a_heuristic_sweep_reproduces_the_published_rows(sweeps: dict, policy: s
 @pytest.mark.parametrize("policy", HEURISTICS)
 def test_episode_rows_carry_their_identity_and_fit_the_schema(sweeps: dict, policy: str) -> None:
     results = sweeps[policy]
-    tiers = {
-        entry["id"]: entry["tier"] for key, entry in REFERENCE["scenarios"].items() if not key.startswith("_")
-    }
-    max_steps = {
-        entry["id"]: entry["max_steps"] for k, entry in REFERENCE["scenarios"].items() if k[0] != "_"
-    }
+    tiers = {entry["id"]: entry["tier"] for key, entry in REF["scenarios"].items() if not key.startswith("_")}
+    max_steps = {entry["id"]: entry["max_steps"] for k, entry in REF["scenarios"].items() if k[0] != "_"}
     for result in results:
         row = result.record
         assert row["record_version"] == records.RECORD_SCHEMA_VERSION
@@ -287,7 +270,7 @@ def test_replaying_a_trajectory_reproduces_its_steps_and_row(sweeps: dict, polic
 
 
 def test_a_policy_that_raises_gives_an_infra_error_row_and_the_sweep_goes_on() -> None:
-    e1 = REFERENCE["worked_examples"]["5_phase6_E1"]["actions"]
+    e1 = REF["worked_examples"]["5_phase6_E1"]["actions"]
     policy = Scripted(e1, fail_at=2)
     results = run_sweep(
         InProcessBackend(),
