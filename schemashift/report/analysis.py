@@ -287,12 +287,15 @@ class Analysis:
 
     @cached_property
     def runs(self) -> dict[str, TrainingRun]:
-        """Each trained run from its index, and each configured run that has none."""
+        """Each trained run from its index, and each enabled configured run that has none (a
+        disabled one is not planned, so it is not missing either)."""
+        from schemashift.train.runs import enabled_runs
+
         runs = {}
         for name, record in ((self.manifest or {}).get("training") or {}).items():
             if (record or {}).get("index") is not None:
                 runs[name] = indexed_run(record["index"])
-        for name in self.config["train"].get("runs") or {}:
+        for name in enabled_runs(self.config):
             if name not in runs:
                 runs[name] = configured_run(self.config, name)
         return dict(sorted(runs.items()))

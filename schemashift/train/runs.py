@@ -7,6 +7,7 @@ trainer, the workflow and the report all read the same resolved values.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +121,13 @@ def _check_settings(where: str, values: dict[str, Any]) -> None:
     unknown = sorted(set(values) - set(DEFAULTS))
     if unknown:
         raise RunConfigError(f"{where}: unknown training settings {unknown}; known: {sorted(DEFAULTS)}")
+
+
+def enabled_runs(config: Mapping[str, Any]) -> list[str]:
+    """The training runs of a config that train (`enabled: false` keeps an optional run out), in
+    config order: the runs the workflow plans and the report expects."""
+    runs = (config.get("train") or {}).get("runs") or {}
+    return [name for name, spec in runs.items() if spec.get("enabled", True)]
 
 
 def resolve_run(config: dict[str, Any], name: str, overrides: dict[str, Any] | None = None) -> TrainRun:

@@ -226,7 +226,9 @@ class Plan:
 
     def train_runs(self) -> list[str]:
         """Names of the enabled training runs (`enabled: false` keeps an optional run out)."""
-        return [run for run, spec in self.config["train"]["runs"].items() if spec.get("enabled", True)]
+        from schemashift.train.runs import enabled_runs
+
+        return enabled_runs(self.config)
 
     def run_config(self, run: str) -> dict:
         """The config a train job reads: the shared defaults and this run alone."""

@@ -174,3 +174,15 @@ def test_the_aggregate_records_each_runs_index_in_the_manifest(tmp_path: Path) -
     (tmp_path / "binary" / lineage.RUN_INDEX).write_text(json.dumps(run_index("coder")), encoding="utf-8")
     with pytest.raises(ReportError, match="indexes run 'coder'"):
         aggregate.merge_training([tmp_path])
+
+
+def test_a_disabled_run_is_reported_only_once_it_has_trained() -> None:
+    """`enabled: false` keeps a run out of the workflow's plan, so the report does not list it as
+    missing; a run index of its (it trained before, or elsewhere) brings it back."""
+    data = evaluations([(f"hf:{QWEN}", None, 0, 0.1)])
+    spec = {"base_model": "qwen", "ruleset": "legacy", "reward": "v1"}
+    cfg = config({"on": spec, "off": {**spec, "enabled": False}})
+    assert list(Analysis(data, None, cfg, samples=20).runs) == ["on"]
+    index = {**run_index("shaped"), "train_run": "off"}
+    trained = Analysis(data, {"training": {"off": {"index": index}}}, cfg, samples=20)
+    assert list(trained.runs) == ["off", "on"] and trained.runs["off"].indexed
