@@ -48,6 +48,19 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+def format_seeds(seeds: Sequence[int]) -> str:
+    """The shortest `--seeds` text of a set of seeds, ascending: [0, 1, 2, 5, 7, 8] -> "0-2,5,7-8"."""
+    ordered = sorted(set(seeds))
+    if not ordered:
+        raise ValueError("no seeds to format")
+    items, start = [], ordered[0]
+    for previous, seed in zip(ordered, [*ordered[1:], None], strict=True):
+        if seed is None or seed != previous + 1:
+            items.append(str(start) if start == previous else f"{start}-{previous}")
+            start = seed
+    return ",".join(items)
+
+
 def parse_scenarios(text: str, available: Sequence[str]) -> list[str]:
     """`all` (every scenario in `available`, in its order) or a comma list of scenario ids."""
     if text.strip() == "all":

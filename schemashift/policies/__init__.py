@@ -1,7 +1,7 @@
 """Policies and their registry.
 
-Built-in names map to factories; model-backed policies register a name prefix (e.g. `hf:`,
-`openai:`) whose module is imported only when such a policy is asked for.
+Built-in names map to factories named as "module:function"; model-backed policies register a
+name prefix (e.g. `hf:`, `openai:`). A policy's module is imported only when it is asked for.
 """
 
 from __future__ import annotations
@@ -15,43 +15,14 @@ from schemashift.policies.base import Policy
 
 Factory = Callable[[Ruleset], Policy]
 
-
-def _naive(ruleset: Ruleset) -> Policy:
-    from schemashift.policies.naive import NaiveHeuristic
-
-    return NaiveHeuristic()
-
-
-def _policy_aware(ruleset: Ruleset) -> Policy:
-    from schemashift.policies.policy_aware import PolicyAwareHeuristic
-
-    return PolicyAwareHeuristic()
-
-
-def _oracle(ruleset: Ruleset) -> Policy:
-    from schemashift.policies.oracle import Oracle
-
-    return Oracle(ruleset)
-
-
-def _random(ruleset: Ruleset) -> Policy:
-    from schemashift.policies.random_policy import RandomPolicy
-
-    return RandomPolicy()
-
-
-def _scripted(ruleset: Ruleset) -> Policy:
-    from schemashift.policies.scripted import ScriptedPolicy
-
-    return ScriptedPolicy(ruleset.name)
-
-
-BUILTIN: dict[str, Factory] = {
-    "naive_heuristic": _naive,
-    "policy_aware_heuristic": _policy_aware,
-    "oracle": _oracle,
-    "random": _random,
-    "scripted": _scripted,
+#: name -> "module:function" of its factory (taking the ruleset), imported when asked for; the
+#: workflow reads the module to give each policy's cells a code digest of their own
+BUILTIN: dict[str, str | Factory] = {
+    "naive_heuristic": "schemashift.policies.naive:make",
+    "policy_aware_heuristic": "schemashift.policies.policy_aware:make",
+    "oracle": "schemashift.policies.oracle:make",
+    "random": "schemashift.policies.random_policy:make",
+    "scripted": "schemashift.policies.scripted:make",
 }
 #: name prefix -> "module:function" taking (spec after the prefix, ruleset) and returning a Policy
 PREFIXES: dict[str, str] = {
@@ -77,12 +48,35 @@ def make_policy(name: str, ruleset: str | Ruleset = "legacy", **options) -> Poli
     if factory is not None:
         if options:
             raise ValueError(f"policy {name!r} takes no options, got {sorted(options)}")
-        return factory(rs)
+        return _resolve(factory)(rs)
     for prefix, target in PREFIXES.items():
         if name.startswith(prefix):
-            module_name, func = target.split(":")
-            return getattr(importlib.import_module(module_name), func)(name[len(prefix) :], rs, **options)
+            return _resolve(target)(name[len(prefix) :], rs, **options)
     raise UnknownPolicy(f"Unknown policy {name!r}. Available: {available_policies()}")
 
 
-__all__ = ["BUILTIN", "PREFIXES", "Policy", "UnknownPolicy", "available_policies", "make_policy"]
+def _resolve(target: str | Callable) -> Callable:
+    """A registry entry's factory: "module:function" imported now, or a callable as it is."""
+    if callable(target):
+        return target
+    module_name, function = target.split(":")
+    return getattr(importlib.import_module(module_name), function)
+
+
+def policy_module(name: str) -> str:
+    """The module a built-in policy's factory lives in (its cells' code digest starts there)."""
+    target = BUILTIN[name]
+    if not isinstance(target, str):
+        raise TypeError(f"policy {name!r} is registered as a callable, not as 'module:function'")
+    return target.partition(":")[0]
+
+
+__all__ = [
+    "BUILTIN",
+    "PREFIXES",
+    "Policy",
+    "UnknownPolicy",
+    "available_policies",
+    "make_policy",
+    "policy_module",
+]

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from schemashift.policies.base import ActionDict, Observation, call_tool, complete_task
+
+if TYPE_CHECKING:
+    from schemashift.env.rulesets.base import Ruleset
 
 CALLS_BEFORE_COMPLETING = 2
 
@@ -27,3 +32,8 @@ class NaiveHeuristic:
             for endpoint in endpoints:
                 return call_tool(tool, endpoint, {})
         return complete_task("No tools.")
+
+
+def make(_ruleset: Ruleset) -> NaiveHeuristic:
+    """The factory `schemashift.policies.BUILTIN` names for this policy."""
+    return NaiveHeuristic()

@@ -33,3 +33,8 @@ class Oracle:
         action = self.plan[self.cursor]
         self.cursor += 1
         return action
+
+
+def make(ruleset: Ruleset) -> Oracle:
+    """The factory `schemashift.policies.BUILTIN` names for this policy."""
+    return Oracle(ruleset)

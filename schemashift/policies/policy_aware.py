@@ -7,7 +7,7 @@ address in the text as recipient, inspect/report/retry at most once per tool per
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from schemashift.policies.base import (
     EMAIL_PATTERN,
@@ -19,6 +19,9 @@ from schemashift.policies.base import (
     report_drift,
     retry_with_variant,
 )
+
+if TYPE_CHECKING:
+    from schemashift.env.rulesets.base import Ruleset
 
 EMAIL = re.compile(f"({EMAIL_PATTERN})")
 QUOTED_WORD = re.compile(r"'([\w_]+)'")
@@ -197,3 +200,8 @@ def _adapt(
     if tool == "crm" and "email_address" in declared and "customer_email" in adapted:
         adapted["email_address"] = adapted.pop("customer_email")
     return endpoint, {k: v for k, v in adapted.items() if k in declared}
+
+
+def make(_ruleset: Ruleset) -> PolicyAwareHeuristic:
+    """The factory `schemashift.policies.BUILTIN` names for this policy."""
+    return PolicyAwareHeuristic()

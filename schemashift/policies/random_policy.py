@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from schemashift.policies.base import (
     EMAIL_PATTERN,
@@ -21,6 +21,9 @@ from schemashift.policies.base import (
     inspect_schema,
     report_drift,
 )
+
+if TYPE_CHECKING:
+    from schemashift.env.rulesets.base import Ruleset
 
 EMAIL = re.compile(EMAIL_PATTERN)
 QUOTED = re.compile(r"'([^']{2,80})'")
@@ -105,3 +108,8 @@ class RandomPolicy:
             return [{"email": e} for e in emails] if "object" in kind else emails
         pool = self.words + self.emails + self.ids
         return rng.choice(pool)
+
+
+def make(_ruleset: Ruleset) -> RandomPolicy:
+    """The factory `schemashift.policies.BUILTIN` names for this policy."""
+    return RandomPolicy()

@@ -43,7 +43,7 @@ import copy
 import re
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from schemashift.policies.base import (
     EMAIL_PATTERN,
@@ -55,11 +55,15 @@ from schemashift.policies.base import (
     report_drift,
 )
 
+if TYPE_CHECKING:
+    from schemashift.env.rulesets.base import Ruleset
+
 EMAIL = EMAIL_PATTERN
 MONTHS = (
     "", "January", "February", "March", "April", "May", "June", "July", "August", "September",
     "October", "November", "December",
 )  # fmt: skip
+
 DAY = r"(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday) [A-Z][a-z]+ \d{1,2}, \d{4}"
 SLOT = DAY + r" at \d{2}:\d{2} UTC"
 ENUM = re.compile(r"one of \[([^\]]*)\]")
@@ -961,3 +965,8 @@ def _composition(text: str, facts: dict[str, Any]) -> tuple[list[Op], Any]:
         else:
             raise TaskNotUnderstood(part)
     return reads + writes, "; ".join(summary).capitalize() + "."
+
+
+def make(ruleset: Ruleset) -> ScriptedPolicy:
+    """The factory `schemashift.policies.BUILTIN` names for this policy."""
+    return ScriptedPolicy(ruleset.name)

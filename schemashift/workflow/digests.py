@@ -33,26 +33,40 @@ CLI = f"{PACKAGE}.cli.__main__"
 class Job:
     """A job's entry: `python -m schemashift.cli <verb>`, less the modules of its verb's other
     parts (`report tables` never imports the figures or the HTML page, `report figures` neither
-    the tables nor the page)."""
+    the tables nor the page). `plays` lists the policy modules the job asks the policy registry
+    for: the registry names every policy's module but imports only the one asked for."""
 
     verb: str
     skip: tuple[str, ...] = ()
+    plays: tuple[str, ...] = ()
 
     @property
     def entries(self) -> tuple[str, ...]:
-        return (CLI, f"{PACKAGE}.cli.verbs.{self.verb}")
+        return (CLI, f"{PACKAGE}.cli.verbs.{self.verb}", *self.plays)
 
 
-#: What each rule's job runs; `code_digests` gives each its digest.
-JOBS = {
-    "cells": Job("run"),
-    "eval": Job("eval"),
-    "train": Job("train"),
-    "aggregate": Job("aggregate"),
-    "tables": Job("report", skip=(f"{PACKAGE}.report.figures", f"{PACKAGE}.report.html")),
-    "figures": Job("report", skip=(f"{PACKAGE}.report.tables", f"{PACKAGE}.report.html")),
-    "html": Job("report"),
-}
+def _registry() -> tuple[dict[str, str], tuple[str, ...]]:
+    """The policy registry's modules: built-in policy -> its module, and the model policies'."""
+    from schemashift.policies import BUILTIN, PREFIXES, policy_module
+
+    return {name: policy_module(name) for name in BUILTIN}, tuple(
+        target.partition(":")[0] for target in PREFIXES.values()
+    )
+
+
+def jobs() -> dict[str, Job]:
+    """What each rule's job runs: `cells/<policy>` plays one built-in policy (`run`), `eval` the
+    model policies; `code_digests` gives each its digest."""
+    builtin, models = _registry()
+    return {
+        **{f"cells/{name}": Job("run", plays=(module,)) for name, module in builtin.items()},
+        "eval": Job("eval", plays=models),
+        "train": Job("train"),
+        "aggregate": Job("aggregate"),
+        "tables": Job("report", skip=(f"{PACKAGE}.report.figures", f"{PACKAGE}.report.html")),
+        "figures": Job("report", skip=(f"{PACKAGE}.report.tables", f"{PACKAGE}.report.html")),
+        "html": Job("report"),
+    }
 
 
 def _is_type_checking(node: ast.AST) -> bool:
@@ -148,9 +162,15 @@ class ImportGraph:
             imports.update(m for m in self.names if m.startswith(prefix) and "." not in m[len(prefix) :])
         return Module(path, frozenset(imports - {name}), frozenset(third))
 
-    def closure(self, entries: tuple[str, ...], skip: tuple[str, ...] = ()) -> list[str]:
+    def closure(
+        self,
+        entries: tuple[str, ...],
+        skip: tuple[str, ...] = (),
+        lazy: frozenset[tuple[str, str]] = frozenset(),
+    ) -> list[str]:
         """Package modules the entries import, directly or not, in name order; a module in `skip`
-        is left out with its submodules."""
+        is left out with its submodules, and an import edge in `lazy` (importer, imported) is not
+        followed (a registry that imports what it names only when asked for it)."""
         seen: set[str] = set()
         todo = [name for entry in entries for name in self._resolve(entry)]
         while todo:
@@ -158,7 +178,7 @@ class ImportGraph:
             if name in seen or any(name == part or name.startswith(f"{part}.") for part in skip):
                 continue
             seen.add(name)
-            todo.extend(self.modules[name].imports)
+            todo.extend(target for target in self.modules[name].imports if (name, target) not in lazy)
         return sorted(seen)
 
     def third_party(self, modules: list[str]) -> set[str]:
@@ -210,9 +230,20 @@ def import_graph(root: Path, cache: Path | None = None) -> ImportGraph:
     return ImportGraph(root, cache)
 
 
+def closure(graph: ImportGraph, job: Job) -> list[str]:
+    """The package modules `job` imports. The registry's edges to the policy modules it names
+    are not followed (it imports only the one asked for, which `job.plays` names): editing one
+    policy reruns only its cells, and a policy that imports another, as scripted does
+    policy_aware, takes it along."""
+    builtin, models = _registry()
+    registry = f"{PACKAGE}.policies"
+    lazy = frozenset((registry, module) for module in (*builtin.values(), *models))
+    return graph.closure(job.entries, job.skip, lazy)
+
+
 def code_digests(graph: ImportGraph) -> dict[str, str]:
-    """Rule name (of JOBS) -> digest of the package modules its job imports."""
-    return {rule: graph.digest(graph.closure(job.entries, job.skip)) for rule, job in JOBS.items()}
+    """Rule (of `jobs()`) -> digest of the package modules its job imports."""
+    return {rule: graph.digest(closure(graph, job)) for rule, job in jobs().items()}
 
 
 def tree_digest(root: Path, *paths: str) -> str:

@@ -69,6 +69,7 @@ class Plan:
         self.results = results
         # a parse asks for the same cells and runs many times; the config does not change meanwhile
         self._cells: dict[str, list[tuple[str, int]]] = {}
+        self._shards: dict[str, dict[tuple[str, int], list[int]]] = {}
         self._runs: dict[str, Any] = {}
 
     # --- cells ----------------------------------------------------------------------------------
@@ -133,11 +134,59 @@ class Plan:
             raise ConfigError(f"unknown baseline policies {unknown}; available: {sorted(BUILTIN)}")
         return list(policies)
 
-    def cell_dir(self, ruleset: str, policy: str, scenario: str, seed: int | str) -> str:
-        return f"{self.results}/cells/{ruleset}/{policy}/{scenario}/seed-{seed}"
+    # --- baseline shards: one job plays one policy on one scenario over a block of seeds ---------
+
+    def shards(self, ruleset: str) -> dict[tuple[str, int], list[int]]:
+        """(scenario, first seed of the block) -> the block's evaluation seeds, ascending.
+
+        A block is `shard_seeds` consecutive seed values, aligned on multiples of it (block
+        [first, first + shard_seeds - 1]), so adding seeds plays only the blocks that gain some,
+        and which block a cell is in never depends on the other cells.
+        """
+        if ruleset not in self._shards:
+            size = self.config["shard_seeds"]
+            blocks: dict[tuple[str, int], list[int]] = {}
+            for scenario, seed in self.cells(ruleset):
+                blocks.setdefault((scenario, seed - seed % size), []).append(seed)
+            self._shards[ruleset] = {key: sorted(seeds) for key, seeds in blocks.items()}
+        return self._shards[ruleset]
+
+    def shard_dir(self, ruleset: str, policy: str, scenario: str, first: int) -> str:
+        last = first + self.config["shard_seeds"] - 1
+        return f"{self.results}/cells/{ruleset}/{policy}/{scenario}/seeds-{first}-{last}"
+
+    def shard_of(self, ruleset: str, policy: str, scenario: str, seed: int) -> str:
+        """The folder of the shard that plays one cell (its records are among the shard's)."""
+        return self.shard_dir(ruleset, policy, scenario, seed - seed % self.config["shard_seeds"])
+
+    def shard_seeds(self, ruleset: str, scenario: str, first: int | str, last: int | str) -> str:
+        """The `--seeds` of the shard [first, last] of a ruleset's scenario; a folder that is no
+        shard of this configuration is a clear error (a target typed by hand, say)."""
+        first, last = int(first), int(last)
+        size = self.config["shard_seeds"]
+        seeds = self.shards(ruleset).get((scenario, first))
+        if first % size or last != first + size - 1 or seeds is None:
+            known = [f"seeds-{b}-{b + size - 1}" for s, b in self.shards(ruleset) if s == scenario]
+            raise ValueError(
+                f"{ruleset}/{scenario}/seeds-{first}-{last} is no shard of this configuration: shards "
+                f"are blocks of shard_seeds={size} seed values holding evaluation cells, here "
+                f"{', '.join(known) or 'none'}"
+            )
+        from schemashift.cli.options import format_seeds
+
+        return format_seeds(seeds)
+
+    def baseline_shards(self) -> list[tuple[str, str, str, int]]:
+        """(ruleset, policy, scenario, first seed of the block) of every baseline shard."""
+        return [
+            (ruleset, policy, scenario, first)
+            for ruleset in self.config["rulesets"]
+            for policy in self.baselines(ruleset)
+            for scenario, first in self.shards(ruleset)
+        ]
 
     def baseline_cells(self) -> list[tuple[str, str, str, int]]:
-        """(ruleset, policy, scenario, seed): one `run --scenarios S --seeds N` job each."""
+        """(ruleset, policy, scenario, seed) of every baseline cell."""
         return [
             (ruleset, policy, scenario, seed)
             for ruleset in self.config["rulesets"]
@@ -146,7 +195,7 @@ class Plan:
         ]
 
     def baseline_files(self) -> list[str]:
-        return [f"{self.cell_dir(*cell)}/{name}" for cell in self.baseline_cells() for name in CELL_FILES]
+        return [f"{self.shard_dir(*shard)}/{name}" for shard in self.baseline_shards() for name in CELL_FILES]
 
     # --- API models -----------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from schemashift.cli import CliError
-from schemashift.cli.options import MAX_SEED, MAX_SEEDS, parse_scenarios, parse_seeds
+from schemashift.cli.options import MAX_SEED, MAX_SEEDS, format_seeds, parse_scenarios, parse_seeds
 
 SCENARIOS = ["E1_onboard", "E2_invite", "M1_escalate"]
 
@@ -92,3 +92,16 @@ def test_a_scenario_list_keeps_its_order() -> None:
 def test_bad_scenarios_raise_cli_error(text: str, message: str) -> None:
     with pytest.raises(CliError, match=message):
         parse_scenarios(text, SCENARIOS)
+
+
+@given(st.sets(st.integers(min_value=0, max_value=10**6), min_size=1, max_size=200))
+def test_formatted_seeds_parse_back_to_the_same_set_in_order(seeds):
+    text = format_seeds(list(seeds))
+    assert parse_seeds(text) == sorted(seeds)
+    items = text.split(",")
+    assert len(items) == sum(1 for s in seeds if s - 1 not in seeds), "one item per run of seeds"
+
+
+def test_formatting_no_seeds_is_an_error():
+    with pytest.raises(ValueError, match="no seeds"):
+        format_seeds([])

@@ -3,10 +3,8 @@
 Every episode is played for real by the in-process runner and written by its writers
 (`runner.write_results`), in the workflow's layout:
 
-- `results/cells/legacy/<baseline>/<scenario>/seed-<n>/` for three rule baselines, and
-  `results/cells/v1/...` for the same baselines on v1 (played on v1 where that ruleset is
-  installed; otherwise the legacy episodes relabelled with a v1 score, so the legacy-vs-v1 table
-  has two sides before v1 lands);
+- `results/cells/<ruleset>/<baseline>/<scenario>/seeds-0-99/` (the workflow's shards) for three
+  rule baselines on legacy and on v1;
 - `results/eval/base/<model>/` (step 0, two base models), `results/eval/<run>/step-<n>/` for three
   runs (a reward ablation and a model ablation of `shaped`), `results/eval/api/gpt-4o-mini/`;
 - `results/train/<run>/metrics.parquet` (with superseded rows after a resume), `go_no_go.json`
@@ -29,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from schemashift import lineage
-from schemashift.env.rulesets import available_rulesets, get_ruleset
+from schemashift.env.rulesets import get_ruleset
 from schemashift.lineage import RUN_INDEX
 from schemashift.policies import make_policy
 from schemashift.rollout import io, records
@@ -39,6 +37,8 @@ from schemashift.rollout.runner import Cell, SweepContext, play_episode, write_r
 SCENARIOS = ("E1_onboard_new_hire", "E3_customer_lookup", "M1_customer_escalation", "M2_weekly_report")
 SEEDS = (0, 1, 2)
 SAMPLES = 4
+#: the workflow's default block of seeds per baseline shard
+SHARD_SEEDS = 100
 BASELINES = ("naive_heuristic", "policy_aware_heuristic", "oracle")
 STEPS = (25, 50, 75, 100)
 QWEN = "Qwen/Qwen2.5-1.5B-Instruct"
@@ -85,12 +85,12 @@ CONFIG_HASH = "fixture-config"
 def config(
     scenarios: tuple[str, ...] = SCENARIOS, rulesets: tuple[str, ...] = ("legacy", "v1")
 ) -> dict[str, Any]:
-    """The workflow configuration the fixture results answer (rulesets limited to installed ones)."""
-    rulesets = tuple(r for r in rulesets if r in available_rulesets())
+    """The workflow configuration the fixture results answer."""
     return {
         "rulesets": list(rulesets),
         "baselines": list(BASELINES),
         "samples": SAMPLES,
+        "shard_seeds": SHARD_SEEDS,
         "evaluation": {
             r: {"scenarios": list(scenarios_for(r, scenarios)), "seeds": f"{SEEDS[0]}-{SEEDS[-1]}"}
             for r in rulesets
@@ -103,10 +103,8 @@ def config(
 
 
 def scenarios_for(ruleset: str, scenarios: tuple[str, ...] = SCENARIOS) -> tuple[str, ...]:
-    """The fixture's scenarios, or for an installed v1 whose catalogue names them otherwise, the
+    """The fixture's scenarios, or for a ruleset whose catalogue names them otherwise (v1), the
     first two scenarios of each of its first two tiers."""
-    if ruleset not in available_rulesets():
-        return scenarios
     catalogue = get_ruleset(ruleset)
     ids = catalogue.scenario_ids()
     if set(scenarios) <= set(ids):
@@ -149,22 +147,6 @@ def _model_columns(result, base_model: str, adapter: str | None, rng: random.Ran
     result.trajectory.update({k: model[k] for k in ("base_model", "adapter_sha256", "harness")})
 
 
-def _v1_from_legacy(result) -> None:
-    """Relabel a legacy episode as v1 (only while the v1 ruleset is not installed)."""
-    record = result.record
-    parts = [record["completion"], record["adaptation"], record["efficiency"]]
-    record.update(
-        ruleset="v1",
-        ruleset_version="fixture",
-        score=round(sum(p or 0.0 for p in parts) / 3, 6),
-        split="test",
-    )
-    for row in result.drifts:
-        row["ruleset"] = "v1"
-    result.trajectory["ruleset"] = "v1"
-    result.trajectory["final"] = {**result.trajectory["final"], "score": record["score"]}
-
-
 def _infra(result, error: str) -> None:
     keep = {k: v for k, v in result.record.items() if k in IDENTITY_KEEP}
     result.record.clear()
@@ -197,22 +179,22 @@ IDENTITY_KEEP = {
 
 
 def _baseline_cells(results: Path, rulesets: tuple[str, ...], scenarios: tuple[str, ...]) -> None:
-    have_v1 = "v1" in available_rulesets()
+    """The rule baselines' cells, written in the shards the workflow plans for `config()`."""
+    from schemashift.workflow import Plan
+
+    plan = Plan(config(scenarios, rulesets), environ={}, results=str(results))
     for ruleset in rulesets:
-        play_as = ruleset if ruleset != "v1" or have_v1 else "legacy"
         for policy in BASELINES:
             context = SweepContext(
                 run_id=f"fixture-{ruleset}-{policy}", policy=policy, config_hash=CONFIG_HASH
             )
+            shards: dict[str, list] = {}
             for scenario in scenarios_for(ruleset, scenarios):
                 for seed in SEEDS:
-                    out = []
-                    for sample in range(SAMPLES):
-                        result = _play(policy, play_as, scenario, seed, sample, context)
-                        if ruleset == "v1" and not have_v1:
-                            _v1_from_legacy(result)
-                        out.append(result)
-                    write_results(results / "cells" / ruleset / policy / scenario / f"seed-{seed}", out)
+                    shard = shards.setdefault(plan.shard_of(ruleset, policy, scenario, seed), [])
+                    shard += [_play(policy, ruleset, scenario, seed, i, context) for i in range(SAMPLES)]
+            for folder, played in shards.items():
+                write_results(Path(folder), played)
 
 
 def _evaluation(

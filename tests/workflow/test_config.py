@@ -272,13 +272,13 @@ def test_the_evaluate_rule_env_provides_what_its_job_imports():
     import importlib.metadata
     import sys
 
-    from schemashift.workflow.digests import JOBS, ImportGraph
+    from schemashift.workflow.digests import ImportGraph, closure, jobs
 
     path = rule_conda_env("evaluate")
     assert path == REPO / "envs" / "model.yaml"
     pins = conda_pins(path)
     graph = ImportGraph(REPO)
-    imported = graph.third_party(graph.closure(JOBS["eval"].entries)) - set(sys.stdlib_module_names)
+    imported = graph.third_party(closure(graph, jobs()["eval"])) - set(sys.stdlib_module_names)
     assert {"torch", "transformers", "peft", "pyarrow"} <= imported
     providers = importlib.metadata.packages_distributions()
     for module in sorted(imported):

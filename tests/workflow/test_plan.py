@@ -17,8 +17,9 @@ from workflow_support import REPO, TEST_CONFIG
 from schemashift.cli import build_parser, discover_verbs
 from schemashift.cli.options import cells_of
 from schemashift.env.rulesets import get_ruleset
+from schemashift.policies import BUILTIN
 from schemashift.workflow import ConfigError, Plan, gpu_visible
-from schemashift.workflow.digests import JOBS, ImportGraph, code_digests
+from schemashift.workflow.digests import ImportGraph, closure, code_digests, jobs
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -73,18 +74,40 @@ def test_with_compositions_the_expected_model_cells_are_the_cells_eval_plays():
     assert census == expected["run1/step-25"]
 
 
-def test_the_baseline_cells_are_the_cells_run_plays():
-    plan = Plan(composed_config(), environ={})
-    for ruleset in plan.config["rulesets"]:
-        jobs = {(r, s, seed) for r, p, s, seed in plan.baseline_cells() if r == ruleset and p == "oracle"}
-        # what each baseline job's `run --scenarios S --seeds N` plays, and `run` over the whole set
-        one_each = set()
-        for _, scenario, seed in jobs:
-            one_each |= played(
-                "run", f"--policy oracle --ruleset {ruleset} --scenarios {scenario} --seeds {seed}"
-            )
-        assert one_each == jobs
-        assert played("run", f"--policy oracle --ruleset {ruleset} {plan.cells_args(ruleset)}") == jobs
+@pytest.mark.parametrize("shard_seeds", [1, 2, 3, 7, 100, 10_000])
+@pytest.mark.parametrize("seeds", ["0-4", "3,9-12,40", "9995-10000"])
+def test_the_baseline_shards_play_the_baseline_cells_each_once(shard_seeds, seeds):
+    """Whatever the block size and seeds: the shards' `run` commands together play exactly the
+    cells `run` plays over the whole selection, each cell in one shard (the block of its seed)."""
+    config = composed_config()
+    config["shard_seeds"] = shard_seeds
+    config["rulesets"] = ["legacy"]
+    config["evaluation"]["legacy"]["seeds"] = seeds
+    plan = Plan(config, environ={})
+    cells = {(r, s, seed) for r, p, s, seed in plan.baseline_cells() if p == "oracle"}
+    played_by: dict[tuple[str, str, int], str] = {}
+    for ruleset, policy, scenario, first in plan.baseline_shards():
+        folder = plan.shard_dir(ruleset, policy, scenario, first)
+        first_seed, last_seed = map(int, folder.rsplit("seeds-", 1)[1].split("-"))
+        arg = plan.shard_seeds(ruleset, scenario, first_seed, last_seed)
+        for cell in played(
+            "run", f"--policy {policy} --ruleset {ruleset} --scenarios {scenario} --seeds {arg}"
+        ):
+            assert first_seed <= cell[2] <= last_seed and first_seed % shard_seeds == 0
+            assert played_by.setdefault((*cell, policy), folder) == folder, "a cell in two shards"
+            assert plan.shard_of(ruleset, policy, scenario, cell[2]) == folder
+    assert {(r, s, seed) for (r, s, seed, p) in played_by if p == "oracle"} == cells
+    assert played("run", f"--policy oracle --ruleset legacy {plan.cells_args('legacy')}") == cells
+
+
+def test_a_folder_that_is_no_shard_names_the_shards():
+    config = composed_config()
+    config["shard_seeds"] = 10
+    plan = Plan(config, environ={})
+    assert plan.shard_seeds("legacy", "E1_onboard_new_hire", 0, 9) == "0-4"
+    for first, last in ((0, 4), (5, 14), (10, 19)):
+        with pytest.raises(ValueError, match="is no shard of this configuration.*here seeds-0-9"):
+            plan.shard_seeds("legacy", "E1_onboard_new_hire", first, last)
 
 
 def test_cells_follow_the_split_and_refuse_seeds_outside_it():
@@ -189,7 +212,7 @@ def digests_after(root: Path, relpath: str) -> tuple[dict, dict]:
 def test_report_digests_follow_the_environment_the_report_imports(package):
     # report/load.py imports schemashift.env.rulesets inside a function
     before, after = digests_after(package, "schemashift/env/rulesets/v1/catalogue.py")
-    for rule in ("tables", "figures", "html", "cells", "eval"):
+    for rule in ("tables", "figures", "html", "cells/oracle", "cells/scripted", "eval"):
         assert before[rule] != after[rule], rule
 
 
@@ -202,13 +225,13 @@ def test_an_unrelated_module_changes_no_report_digest(package):
 
 def test_each_report_part_takes_only_its_own_modules(package):
     graph = ImportGraph(package)
-    closures = {rule: set(graph.closure(job.entries, job.skip)) for rule, job in JOBS.items()}
+    closures = {rule: set(closure(graph, job)) for rule, job in jobs().items()}
     assert "schemashift.report.figures" not in closures["tables"]
     assert "schemashift.report.html" not in closures["figures"]
     assert {"schemashift.report.tables", "schemashift.report.figures"} <= closures["html"]
-    assert not any(name.startswith("schemashift.report") for name in closures["cells"])
+    assert not any(name.startswith("schemashift.report") for name in closures["cells/oracle"])
     # the registries: rulesets listed by pkgutil, model policies named by "module:function" strings
-    assert "schemashift.env.rulesets.v1.ruleset" in closures["cells"]
+    assert "schemashift.env.rulesets.v1.ruleset" in closures["cells/oracle"]
     assert "schemashift.policies.llm.local" in closures["eval"]
 
 
@@ -228,3 +251,19 @@ def test_type_checking_imports_are_not_followed(package):
         text.replace("if TYPE_CHECKING:\n", "if TYPE_CHECKING:\n    import schemashift.server.app\n", 1)
     )
     assert ImportGraph(package).closure(("schemashift.rollout.io",)) == before
+
+
+def test_a_policy_edit_changes_only_its_own_cells_digest(package):
+    """The registry names every policy's module: only the edited one's cells rerun, and a policy
+    that imports it (scripted plays policy_aware's fallback on legacy) reruns with it."""
+    before, after = digests_after(package, "schemashift/policies/policy_aware.py")
+    changed = {
+        rule.removeprefix("cells/")
+        for rule in before
+        if rule.startswith("cells/") and before[rule] != after[rule]
+    }
+    assert changed == {"policy_aware_heuristic", "scripted"}
+    others = [rule for rule in before if not rule.startswith("cells/")]
+    assert {rule: after[rule] for rule in others} == {rule: before[rule] for rule in others}, "no other rule"
+    before, after = digests_after(package, "schemashift/policies/base.py")
+    assert all(before[f"cells/{name}"] != after[f"cells/{name}"] for name in BUILTIN), "shared code: all"

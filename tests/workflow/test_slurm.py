@@ -25,13 +25,13 @@ PROFILE = REPO / "profiles" / "slurm"
 TEST_CONFIG = REPO / "tests" / "workflow" / "config.yaml"
 REQUIRE_SLURM = os.environ.get("SCHEMASHIFT_REQUIRE_SLURM") == "1"
 
-# Four cells of the test config, both baselines; each is one SLURM job.
-CELLS = [
-    ("naive_heuristic", "E1_onboard_new_hire", 0),
-    ("naive_heuristic", "M2_weekly_report", 1),
-    ("oracle", "E1_onboard_new_hire", 1),
-    ("oracle", "M2_weekly_report", 0),
-]
+# The test config over two blocks of its shard_seeds=2: seeds 0-3 are 2 policies x 2 scenarios x 2
+# blocks = 8 shards of 2 cells each; each shard, not each cell, is one SLURM job.
+SEEDS = "0-3"
+POLICIES = ("naive_heuristic", "oracle")
+SCENARIOS = ("E1_onboard_new_hire", "M2_weekly_report")
+SHARDS = [(policy, scenario, first) for policy in POLICIES for scenario in SCENARIOS for first in (0, 2)]
+N_CELLS = 16
 # Columns that differ between two runs of the same cell by design.
 VOLATILE = {"run_id", "wall_s", "git_sha"}
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+)")
@@ -120,11 +120,22 @@ def _check(done, what: str) -> str:
     return output
 
 
-def _cell_targets() -> list[str]:
+def _shard_targets() -> list[str]:
     return [
-        f"results/cells/legacy/{policy}/{scenario}/seed-{seed}/episodes.parquet"
-        for policy, scenario, seed in CELLS
+        f"results/cells/legacy/{policy}/{scenario}/seeds-{first}-{first + 1}/episodes.parquet"
+        for policy, scenario, first in SHARDS
     ]
+
+
+def _grid_config(tmp_path: Path) -> Path:
+    yaml = pytest.importorskip("yaml")
+    config = yaml.safe_load(TEST_CONFIG.read_text())
+    assert config["shard_seeds"] == 2 and tuple(config["baselines"]) == POLICIES
+    assert tuple(config["evaluation"]["legacy"]["scenarios"]) == SCENARIOS
+    config["evaluation"]["legacy"]["seeds"] = SEEDS
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
 
 
 def _stable_rows(path: Path) -> list[dict]:
@@ -214,9 +225,9 @@ def test_whole_dag_dry_run_with_slurm_profile(tmp_path):
 
 
 @pytest.mark.timeout(480)
-def test_cells_through_slurm_match_a_local_run(cluster, tmp_path):
-    targets = _cell_targets()
-    config = f"--configfile={TEST_CONFIG}"
+def test_shards_through_slurm_match_a_local_run(cluster, tmp_path):
+    targets = _shard_targets()
+    config = f"--configfile={_grid_config(tmp_path)}"
 
     local = tmp_path / "local"
     _check(_snakemake(local, config, "--cores", "2", *targets), "local run")
@@ -229,9 +240,9 @@ def test_cells_through_slurm_match_a_local_run(cluster, tmp_path):
         "run through SLURM",
     )
 
-    # Every cell went through sbatch: one SLURM job id per cell, its SLURM log kept.
+    # Every shard went through sbatch: one SLURM job id per shard (not per cell), its log kept.
     jobids = [slurm for _, slurm in SUBMITTED.findall(output)]
-    assert len(jobids) == len(CELLS) == len(set(jobids)), output[-4000:]
+    assert len(jobids) == len(SHARDS) == len(set(jobids)) == N_CELLS // 2, output[-4000:]
     logs = {p.stem for p in (remote / ".snakemake" / "slurm_logs" / "rule_baseline").rglob("*.log")}
     assert set(jobids) <= logs, (jobids, sorted(logs))
 
@@ -248,10 +259,10 @@ def test_cells_through_slurm_match_a_local_run(cluster, tmp_path):
         assert "schemashift_" in record, record  # the profile's job-name prefix
         assert str(remote) in record, record  # ran in the workflow's directory
 
-    # Same cells, same numbers: SLURM changes where a cell runs, not what it computes.
+    # Same cells, same numbers: SLURM changes where a shard runs, not what it computes.
     for target in targets:
         from_slurm, from_local = _stable_rows(remote / target), _stable_rows(local / target)
-        assert from_slurm, target
+        assert len(from_slurm) == 2, target
         assert from_slurm == from_local, target
 
 

@@ -32,6 +32,8 @@ from workflow_support import (
     tool,
 )
 
+from schemashift.workflow import Plan
+
 pytestmark = pytest.mark.skipif(tool("snakemake") is None, reason="snakemake is not installed")
 
 with open(REPO / TEST_CONFIG) as f:
@@ -41,19 +43,24 @@ POLICIES = CONFIG["baselines"]
 SCENARIOS = CONFIG["evaluation"][RULESET]["scenarios"]
 SEEDS = [0, 1]
 assert CONFIG["evaluation"][RULESET]["seeds"] == "0-1", "keep SEEDS in step with the test config"
+BLOCK = CONFIG["shard_seeds"]
+assert BLOCK == 2, "keep the shards in step with the test config: seeds 0-1 are one block"
 CELLS = [(RULESET, p, s, seed) for p in POLICIES for s in SCENARIOS for seed in SEEDS]
 N_CELLS = len(CELLS)  # 8
+#: one shard per policy and scenario: seeds 0-1 are the block [0, 1]
+SHARDS = [(RULESET, p, s) for p in POLICIES for s in SCENARIOS]
+N_SHARDS = len(SHARDS)  # 4
 
 
-def cell_dir(ruleset: str, policy: str, scenario: str, seed: int) -> str:
-    return f"results/cells/{ruleset}/{policy}/{scenario}/seed-{seed}"
+def shard_dir(ruleset: str, policy: str, scenario: str, first: int = 0) -> str:
+    return f"results/cells/{ruleset}/{policy}/{scenario}/seeds-{first}-{first + BLOCK - 1}"
 
 
-CELL = cell_dir(RULESET, "oracle", SCENARIOS[0], 0)
-OTHER_CELL = cell_dir(RULESET, "naive_heuristic", SCENARIOS[1], 1)
+SHARD = shard_dir(RULESET, "oracle", SCENARIOS[0])
+OTHER_SHARD = shard_dir(RULESET, "naive_heuristic", SCENARIOS[1])
 DOWNSTREAM = {"aggregate": 1, "tables": 1, "figures": 1, "report_html": 1, "all": 1}
-EVERYTHING = {"baseline": N_CELLS, "expected_cells": 1, "report_config": 1, **DOWNSTREAM}
-AGGREGATED = {"baseline": N_CELLS, "expected_cells": 1, "aggregate": 1}
+EVERYTHING = {"baseline": N_SHARDS, "expected_cells": 1, "report_config": 1, **DOWNSTREAM}
+AGGREGATED = {"baseline": N_SHARDS, "expected_cells": 1, "aggregate": 1}
 
 
 def dry_run(copy: Path, *targets: str, **kwargs) -> tuple[dict[str, int], str]:
@@ -92,10 +99,12 @@ def read_trajectories(path: Path) -> list[dict]:
 
 
 def run_ids(copy: Path) -> dict[str, str]:
+    """Shard folder -> the run id its rows carry (one `run` per shard)."""
     ids = {}
-    for cell in CELLS:
-        (row,) = read_rows(copy / cell_dir(*cell) / "episodes.parquet", ["run_id"])
-        ids[cell_dir(*cell)] = row["run_id"]
+    for shard in SHARDS:
+        rows = read_rows(copy / shard_dir(*shard) / "episodes.parquet", ["run_id"])
+        assert len(rows) == len(SEEDS) and len({row["run_id"] for row in rows}) == 1
+        ids[shard_dir(*shard)] = rows[0]["run_id"]
     return ids
 
 
@@ -142,25 +151,27 @@ def test_snakefmt_check_passes(repo_copy):
 def test_dry_run_lists_every_job(repo_copy):
     counts, output = dry_run(repo_copy, "--forceall")
     assert counts == EVERYTHING
-    cells = {outs[0] for rule, outs in planned_outputs(output) if rule == "baseline"}
-    assert cells == {f"{cell_dir(*cell)}/episodes.parquet" for cell in CELLS}
+    shards = {outs[0] for rule, outs in planned_outputs(output) if rule == "baseline"}
+    assert shards == {f"{shard_dir(*shard)}/episodes.parquet" for shard in SHARDS}
 
 
 @pytest.mark.timeout(120)
-def test_embedded_default_has_240_cells(repo_copy):
+def test_embedded_default_has_240_cells_in_48_shards(repo_copy):
     """config.yaml: legacy x 3 baselines and v1 x 5 (random and scripted too) x 6 scenarios
-    (v1: families) x 5 seeds."""
+    (v1: families) x 5 seeds, each policy's 5 seeds of a scenario in one shard (shard_seeds 100)."""
     counts, output = dry_run(repo_copy, "--forceall", configfile=None)
-    assert counts["baseline"] == 240
+    assert counts["baseline"] == 48
     assert {k: v for k, v in counts.items() if k not in ("baseline", "env_image")} == {
         "expected_cells": 1,
         "report_config": 1,
         **DOWNSTREAM,
     }
-    cells = [outs[0] for rule, outs in planned_outputs(output) if rule == "baseline"]
-    assert len(set(cells)) == 240
-    assert sum("/v1/scripted/" in cell for cell in cells) == 30
-    assert not any("/legacy/scripted/" in cell or "/legacy/random/" in cell for cell in cells)
+    shards = [outs[0] for rule, outs in planned_outputs(output) if rule == "baseline"]
+    assert len(set(shards)) == 48 and all("/seeds-0-99/" in shard for shard in shards)
+    assert sum("/v1/scripted/" in shard for shard in shards) == 6
+    assert not any("/legacy/scripted/" in shard or "/legacy/random/" in shard for shard in shards)
+    with open(REPO / "config.yaml") as f:
+        assert len(Plan(yaml.safe_load(f)).baseline_cells()) == 240
 
 
 @pytest.mark.timeout(120)
@@ -184,9 +195,9 @@ def test_v1_cells_include_compositions_only_when_asked(repo_copy, tmp_path):
 
 
 SINGLE_TARGETS = {
-    f"{CELL}/episodes.parquet": {"baseline": 1},
-    f"{CELL}/drifts.parquet": {"baseline": 1},
-    f"{CELL}/trajectories.jsonl.gz": {"baseline": 1},
+    f"{SHARD}/episodes.parquet": {"baseline": 1},
+    f"{SHARD}/drifts.parquet": {"baseline": 1},
+    f"{SHARD}/trajectories.jsonl.gz": {"baseline": 1},
     "results/expected_cells.json": {"expected_cells": 1},
     "results/episodes.parquet": AGGREGATED,
     "results/drifts.parquet": AGGREGATED,
@@ -206,6 +217,16 @@ SINGLE_TARGETS = {
 def test_any_result_file_is_a_target(repo_copy, target):
     counts, _ = dry_run(repo_copy, "--forceall", target)
     assert counts == SINGLE_TARGETS[target]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("folder", ["seeds-0-3", "seeds-1-2", "seeds-4-5"])
+def test_a_folder_that_is_no_shard_is_a_clear_error(repo_copy, folder):
+    """Off the block grid, or a block without evaluation cells: the dry-run names the shards."""
+    target = f"results/cells/{RULESET}/oracle/{SCENARIOS[0]}/{folder}/episodes.parquet"
+    proc = snakemake(repo_copy, "--dry-run", target, check=False)
+    assert proc.returncode != 0
+    assert "is no shard of this configuration" in proc.stdout and "seeds-0-1" in proc.stdout
 
 
 # --- the full run of the test configuration, and what reruns after it -----------------------
@@ -271,19 +292,22 @@ def test_full_run_outputs(full_run):
     assert {(r["ruleset"], r["policy"], r["scenario"], r["seed"]) for r in rows} == set(CELLS)
     assert all(r["status"] == "graded" for r in rows)
     assert all(0.0 <= r["score"] <= 1.0 for r in rows)
-    # the aggregate equals the cells it merged
-    for cell in CELLS:
-        (cell_row,) = read_rows(full_run / cell_dir(*cell) / "episodes.parquet")
-        (merged,) = [r for r in rows if (r["ruleset"], r["policy"], r["scenario"], r["seed"]) == cell]
-        assert merged == cell_row
-        assert read_trajectories(full_run / cell_dir(*cell) / "trajectories.jsonl.gz")
-    cell_drifts = sum(len(read_rows(full_run / cell_dir(*c) / "drifts.parquet")) for c in CELLS)
-    assert len(read_rows(results / "drifts.parquet")) == cell_drifts
+    # the aggregate equals the shards it merged, each shard holding its block's cells
+    for shard in SHARDS:
+        shard_rows = read_rows(full_run / shard_dir(*shard) / "episodes.parquet")
+        assert [(r["ruleset"], r["policy"], r["scenario"], r["seed"]) for r in shard_rows] == [
+            (*shard, seed) for seed in SEEDS
+        ]
+        merged = [r for r in rows if (r["ruleset"], r["policy"], r["scenario"]) == shard]
+        assert merged == shard_rows
+        assert len(read_trajectories(full_run / shard_dir(*shard) / "trajectories.jsonl.gz")) == len(SEEDS)
+    shard_drifts = sum(len(read_rows(full_run / shard_dir(*s) / "drifts.parquet")) for s in SHARDS)
+    assert len(read_rows(results / "drifts.parquet")) == shard_drifts
 
     manifest = json.loads((results / "manifest.json").read_text())
     assert manifest["counts"] == {"graded": N_CELLS, "infra_error": 0, "missing": 0}
     assert manifest["inputs"]["episodes"] == N_CELLS
-    assert manifest["inputs"]["cell_dirs"] == N_CELLS
+    assert manifest["inputs"]["cell_dirs"] == N_SHARDS
     assert manifest["inputs"]["not_expected"] == 0
     assert len(manifest["cells"]) == N_CELLS
     assert manifest["config_hash"]
@@ -306,6 +330,36 @@ def test_full_run_outputs(full_run):
         assert policy in html
 
 
+VOLATILE = {"run_id", "wall_s"}
+
+
+def stable(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in row.items() if k not in VOLATILE} for row in rows]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_shards_records_equal_its_cells_played_one_by_one(full_run, tmp_path):
+    """Shards change how cells are grouped into jobs, never a record: each cell played alone (one
+    `schemashift run` per scenario and seed, as one job per cell did) gives the shard's episode
+    row column for column apart from run_id and wall_s, and the same drift rows and trajectory."""
+    env = subprocess_env({"PYTHONPATH": str(full_run)})
+    for policy in POLICIES:
+        shard = full_run / shard_dir(RULESET, policy, SCENARIOS[0])
+        alone: dict[str, list] = {"episodes": [], "drifts": [], "trajectories": []}
+        for seed in SEEDS:
+            out = tmp_path / f"{policy}-{seed}"
+            command = ["python", "-m", "schemashift.cli", "run", "--ruleset", RULESET, "--policy", policy]
+            command += ["--scenarios", SCENARIOS[0], "--seeds", str(seed), "--out", str(out)]
+            subprocess.run(command, cwd=full_run, env=env, check=True, capture_output=True, timeout=120)
+            alone["episodes"] += read_rows(out / "episodes.parquet")
+            alone["drifts"] += read_rows(out / "drifts.parquet")
+            alone["trajectories"] += read_trajectories(out / "trajectories.jsonl.gz")
+        assert stable(read_rows(shard / "episodes.parquet")) == stable(alone["episodes"])
+        assert stable(read_rows(shard / "drifts.parquet")) == stable(alone["drifts"])
+        assert stable(read_trajectories(shard / "trajectories.jsonl.gz")) == stable(alone["trajectories"])
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_nothing_changed_nothing_to_do(full_run):
@@ -316,16 +370,32 @@ def test_nothing_changed_nothing_to_do(full_run):
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_adding_a_seed_runs_only_the_new_cells(full_run, tmp_path):
+def seeds_config(tmp_path: Path, seeds: str) -> Path:
     config = json.loads(json.dumps(CONFIG))
-    config["evaluation"][RULESET]["seeds"] = "0-2"
-    path = tmp_path / "more_seeds.yaml"
+    config["evaluation"][RULESET]["seeds"] = seeds
+    path = tmp_path / f"seeds-{seeds}.yaml"
     path.write_text(yaml.safe_dump(config))
-    counts, output = dry_run(full_run, configfile=path)
-    new = len(POLICIES) * len(SCENARIOS)
-    assert counts == {"baseline": new, "expected_cells": 1, **DOWNSTREAM}
-    cells = {outs[0] for rule, outs in planned_outputs(output) if rule == "baseline"}
-    assert cells == {f"{cell_dir(RULESET, p, s, 2)}/episodes.parquet" for p in POLICIES for s in SCENARIOS}
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_adding_seeds_in_a_new_block_runs_only_the_new_shards(full_run, tmp_path):
+    counts, output = dry_run(full_run, configfile=seeds_config(tmp_path, "0-3"))
+    assert counts == {"baseline": N_SHARDS, "expected_cells": 1, **DOWNSTREAM}
+    shards = {outs[0] for rule, outs in planned_outputs(output) if rule == "baseline"}
+    assert shards == {f"{shard_dir(*shard, first=2)}/episodes.parquet" for shard in SHARDS}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_changing_a_blocks_seeds_reruns_only_that_block(full_run, tmp_path):
+    """Seed 1 dropped and seed 4 added: block 0's shards rerun (their seed list changed), block 2's
+    are new, and nothing else runs."""
+    counts, output = dry_run(full_run, configfile=seeds_config(tmp_path, "0,4"))
+    assert counts == {"baseline": 2 * N_SHARDS, "expected_cells": 1, **DOWNSTREAM}
+    shards = {outs[0] for rule, outs in planned_outputs(output) if rule == "baseline"}
+    assert shards == {f"{shard_dir(*shard, first=b)}/episodes.parquet" for shard in SHARDS for b in (0, 4)}
 
 
 @pytest.mark.slow
@@ -349,13 +419,18 @@ CODE_EDITS = {
     "schemashift/report/analysis.py": {"tables": 1, "figures": 1, "report_html": 1, "all": 1},
     "schemashift/report/html.py": {"report_html": 1, "all": 1},
     "schemashift/report/aggregate.py": DOWNSTREAM,
-    # env core, policies, runner, record schemas: every cell and everything after
-    "schemashift/env/environment.py": {"baseline": N_CELLS, **DOWNSTREAM},
-    "schemashift/env/rulesets/legacy/ruleset.py": {"baseline": N_CELLS, **DOWNSTREAM},
-    "schemashift/policies/oracle.py": {"baseline": N_CELLS, **DOWNSTREAM},
-    "schemashift/rollout/runner.py": {"baseline": N_CELLS, **DOWNSTREAM},
-    "schemashift/rollout/records.py": {"baseline": N_CELLS, **DOWNSTREAM},
-    "schemashift/cli/verbs/run.py": {"baseline": N_CELLS, **DOWNSTREAM},
+    # env core, shared policy code, runner, record schemas: every shard and everything after
+    "schemashift/env/pipeline.py": {"baseline": N_SHARDS, **DOWNSTREAM},
+    "schemashift/env/rulesets/legacy/ruleset.py": {"baseline": N_SHARDS, **DOWNSTREAM},
+    "schemashift/policies/base.py": {"baseline": N_SHARDS, **DOWNSTREAM},
+    "schemashift/rollout/runner.py": {"baseline": N_SHARDS, **DOWNSTREAM},
+    "schemashift/rollout/records.py": {"baseline": N_SHARDS, **DOWNSTREAM},
+    "schemashift/cli/verbs/run.py": {"baseline": N_SHARDS, **DOWNSTREAM},
+    # one policy: its own shards (2 of the 4), and everything after
+    "schemashift/policies/oracle.py": {"baseline": len(SCENARIOS), **DOWNSTREAM},
+    "schemashift/policies/naive.py": {"baseline": len(SCENARIOS), **DOWNSTREAM},
+    # a policy neither baseline plays: nothing
+    "schemashift/policies/scripted.py": {},
     # not code any job runs
     "README.md": {},
     "docs/workflow.md": {},
@@ -389,8 +464,11 @@ def test_report_code_never_reruns_baselines(full_run, relpath):
 
 
 LOGGED_JOBS = {
-    # rule: (one of its logs, the verb it runs)
-    "baseline": (f"results/logs/cells/{RULESET}/oracle/{SCENARIOS[0]}/seed-0.log", "run"),
+    # rule (baseline/<policy>: a shard of that policy): (one of its logs, the verb it runs)
+    **{
+        f"baseline/{policy}": (f"results/logs/cells/{RULESET}/{policy}/{SCENARIOS[0]}/seeds-0-1.log", "run")
+        for policy in POLICIES
+    },
     "aggregate": ("results/logs/aggregate.log", "aggregate"),
     "tables": ("results/logs/tables.log", "report"),
     "figures": ("results/logs/figures.log", "report"),
@@ -426,7 +504,10 @@ def imported_files(copy: Path, log: str, verb: str) -> set[str]:
 
 
 def rules_rerun(copy: Path) -> set[str]:
-    return set(dry_run(copy)[0])
+    """The rules a dry-run plans, a baseline shard as baseline/<its policy>."""
+    counts, output = dry_run(copy)
+    policies = {outs[0].split("/")[3] for rule, outs in planned_outputs(output) if rule == "baseline"}
+    return set(counts) | {f"baseline/{policy}" for policy in policies}
 
 
 @pytest.mark.slow
@@ -442,7 +523,9 @@ def test_digests_cover_the_code_each_job_imports(full_run):
     for rule, (log, verb) in LOGGED_JOBS.items():
         for path in imported_files(full_run, log, verb):
             importers.setdefault(path, set()).add(rule)
-    assert "schemashift/env/environment.py" in importers and "schemashift/report/figures.py" in importers
+    assert "schemashift/env/pipeline.py" in importers and "schemashift/report/figures.py" in importers
+    assert "schemashift/policies/oracle.py" not in importers.get("schemashift/policies/naive.py", set())
+    assert importers["schemashift/policies/oracle.py"] == {"baseline/oracle"}
     whole: dict[str, set[str]] = {}
     for directory in sorted({str(Path(path).parent) for path in importers}):
         probe = full_run / directory / "_digest_probe.py"
@@ -467,8 +550,8 @@ def test_digests_cover_the_code_each_job_imports(full_run):
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_deleted_cell_file_reruns_that_cell_and_the_aggregation(full_run, tmp_path):
-    target = full_run / OTHER_CELL / "drifts.parquet"
+def test_a_deleted_shard_file_reruns_that_shard_and_the_aggregation(full_run, tmp_path):
+    target = full_run / OTHER_SHARD / "drifts.parquet"
     aside = tmp_path / "drifts.parquet"
     os.replace(target, aside)
     try:
@@ -477,7 +560,7 @@ def test_a_deleted_cell_file_reruns_that_cell_and_the_aggregation(full_run, tmp_
         os.replace(aside, target)
     assert counts == {"baseline": 1, **DOWNSTREAM}
     assert [outs[0] for rule, outs in planned_outputs(output) if rule == "baseline"] == [
-        f"{OTHER_CELL}/episodes.parquet"
+        f"{OTHER_SHARD}/episodes.parquet"
     ]
     assert dry_run(full_run)[0] == {}
 
@@ -496,33 +579,35 @@ def test_env_edit_reruns_and_shows_in_the_outputs(full_run, traced):
     """A real rerun: the jobs run the copy's code (not an installed package), the edit shows in
     the rerun cell, and the other cells stay as they were."""
     before = run_ids(full_run)
-    assert not any(MARKER in f for f in finished_feedback(full_run / CELL / "trajectories.jsonl.gz"))
+    assert not any(MARKER in f for f in finished_feedback(full_run / SHARD / "trajectories.jsonl.gz"))
     try:
         with edited(full_run, "schemashift/env/rulesets/legacy/ruleset.py", *FEEDBACK):
-            assert dry_run(full_run, f"{CELL}/episodes.parquet")[0] == {"baseline": 1}
-            proc = snakemake(full_run, f"{CELL}/episodes.parquet", env=traced)
+            assert dry_run(full_run, f"{SHARD}/episodes.parquet")[0] == {"baseline": 1}
+            proc = snakemake(full_run, f"{SHARD}/episodes.parquet", env=traced)
             assert job_counts(proc.stdout) == {"baseline": 1}
         after = run_ids(full_run)
-        assert after[CELL] != before[CELL]
-        assert {k: v for k, v in after.items() if k != CELL} == {k: v for k, v in before.items() if k != CELL}
-        feedback = finished_feedback(full_run / CELL / "trajectories.jsonl.gz")
+        assert after[SHARD] != before[SHARD]
+        assert {k: v for k, v in after.items() if k != SHARD} == {
+            k: v for k, v in before.items() if k != SHARD
+        }
+        feedback = finished_feedback(full_run / SHARD / "trajectories.jsonl.gz")
         assert feedback and all(MARKER in f for f in feedback), feedback
         assert not any(
-            MARKER in f for f in finished_feedback(full_run / OTHER_CELL / "trajectories.jsonl.gz")
+            MARKER in f for f in finished_feedback(full_run / OTHER_SHARD / "trajectories.jsonl.gz")
         )
 
-        # Code restored: that one cell (built with other code) reruns, plus the aggregation.
+        # Code restored: that one shard (built with other code) reruns, plus the aggregation.
         counts, output = dry_run(full_run)
         assert counts == {"baseline": 1, **DOWNSTREAM}
         assert [outs[0] for rule, outs in planned_outputs(output) if rule == "baseline"] == [
-            f"{CELL}/episodes.parquet"
+            f"{SHARD}/episodes.parquet"
         ]
     finally:
         snakemake(full_run, env=traced)  # everything up to date again for the other tests
-    assert not any(MARKER in f for f in finished_feedback(full_run / CELL / "trajectories.jsonl.gz"))
+    assert not any(MARKER in f for f in finished_feedback(full_run / SHARD / "trajectories.jsonl.gz"))
     final = run_ids(full_run)
     merged = {
-        cell_dir(r["ruleset"], r["policy"], r["scenario"], r["seed"]): r["run_id"]
+        shard_dir(r["ruleset"], r["policy"], r["scenario"]): r["run_id"]
         for r in read_rows(full_run / "results" / "episodes.parquet")
     }
     assert merged == final

@@ -1,29 +1,35 @@
-"""One job per cell: a baseline policy on one (ruleset, scenario, seed)."""
+"""Baseline shards: one job plays one policy on one scenario over a block of `shard_seeds` seed
+values (results/cells/<ruleset>/<policy>/<scenario>/seeds-<first>-<last>/, holding the rows of
+every evaluation cell in the block). Schemashift.workflow.Plan says which shards there are.
+"""
 
 
 wildcard_constraints:
     ruleset="[a-z0-9_]+",
     policy="[A-Za-z0-9_]+",
     scenario="[A-Za-z0-9_]+",
-    seed="[0-9]+",
+    first="[0-9]+",
+    last="[0-9]+",
 
 
 rule baseline:
     output:
-        episodes=f"{RESULTS}/cells/{{ruleset}}/{{policy}}/{{scenario}}/seed-{{seed}}/episodes.parquet",
-        drifts=f"{RESULTS}/cells/{{ruleset}}/{{policy}}/{{scenario}}/seed-{{seed}}/drifts.parquet",
-        trajectories=f"{RESULTS}/cells/{{ruleset}}/{{policy}}/{{scenario}}/seed-{{seed}}/trajectories.jsonl.gz",
+        episodes=f"{RESULTS}/cells/{{ruleset}}/{{policy}}/{{scenario}}/seeds-{{first}}-{{last}}/episodes.parquet",
+        drifts=f"{RESULTS}/cells/{{ruleset}}/{{policy}}/{{scenario}}/seeds-{{first}}-{{last}}/drifts.parquet",
+        trajectories=f"{RESULTS}/cells/{{ruleset}}/{{policy}}/{{scenario}}/seeds-{{first}}-{{last}}/trajectories.jsonl.gz",
     log:
-        f"{RESULTS}/logs/cells/{{ruleset}}/{{policy}}/{{scenario}}/seed-{{seed}}.log",
+        f"{RESULTS}/logs/cells/{{ruleset}}/{{policy}}/{{scenario}}/seeds-{{first}}-{{last}}.log",
     conda:
         "../../envs/runtime.yaml"
     container:
         APPTAINER_IMAGE
     params:
-        code=CODE["cells"],
+        # the policy's own code: editing one policy reruns only its shards
+        code=lambda w: CODE[f"cells/{w.policy}"],
+        seeds=lambda w: PLAN.shard_seeds(w.ruleset, w.scenario, w.first, w.last),
         samples=config["samples"],
-        out=lambda w: PLAN.cell_dir(w.ruleset, w.policy, w.scenario, w.seed),
+        out=lambda w, output: Path(output.episodes).parent,
     shell:
         "python -m schemashift.cli run --ruleset {wildcards.ruleset} --policy {wildcards.policy} "
-        "--scenarios {wildcards.scenario} --seeds {wildcards.seed} --samples {params.samples} "
+        "--scenarios {wildcards.scenario} --seeds {params.seeds} --samples {params.samples} "
         "--out {params.out} > {log} 2>&1"

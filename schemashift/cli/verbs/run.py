@@ -1,4 +1,9 @@
-"""`schemashift run`: play one policy over scenarios x seeds (x samples) and write the records."""
+"""`schemashift run`: play one policy over scenarios x seeds (x samples) and write the records.
+
+A row's `config_hash` is the digest of what it was played with (ruleset and version, policy,
+split, samples), not of which other cells were played beside it: a cell's row is the same
+whether it was played alone or in a shard of many (apart from `run_id` and timing).
+"""
 
 from __future__ import annotations
 
@@ -34,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config-hash",
         default=None,
-        help="config digest to stamp on rows (default: a digest of these arguments)",
+        help="config digest to stamp on rows (default: a digest of the settings a row is played with)",
     )
 
 
@@ -59,19 +64,17 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--out {args.out} exists and is not a directory")
     scenarios, seeds = cells_of(args, ruleset)
     cell_list = cells([ruleset.name], scenarios, seeds, args.samples)
-    invocation = {
+    settings = {
         "ruleset": ruleset.name,
         "ruleset_version": ruleset.version,
         "policy": args.policy,
-        "scenarios": scenarios,
-        "seeds": seeds,
         "split": args.split,
         "samples": args.samples,
     }
     context = SweepContext(
         run_id=args.run_id or uuid.uuid4().hex,
         policy=args.policy,
-        config_hash=args.config_hash or provenance.config_hash(invocation),
+        config_hash=args.config_hash or provenance.config_hash(settings),
         git_sha=provenance.git_sha(),
     )
     try:
