@@ -8,6 +8,8 @@ API keys are only ever looked up by name, so a key's value never reaches a comma
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shlex
@@ -70,6 +72,7 @@ class Plan:
         # a parse asks for the same cells and runs many times; the config does not change meanwhile
         self._cells: dict[str, list[tuple[str, int]]] = {}
         self._shards: dict[str, dict[tuple[str, int], list[int]]] = {}
+        self._census: list[dict] | None = None
         self._runs: dict[str, Any] = {}
 
     # --- cells ----------------------------------------------------------------------------------
@@ -375,8 +378,20 @@ class Plan:
             for scenario, seed in self.cells(ruleset)
         ]
 
+    def expected_cells_digest(self) -> str:
+        """A digest of `expected_cells`: the census rule's param, so that Snakemake stores and
+        compares 16 bytes per parse instead of the whole census (millions of characters for a
+        large grid)."""
+        text = json.dumps(self.expected_cells(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
     def expected_cells(self) -> list[dict]:
         """Every cell the manifest expects, each sample apart (results/expected_cells.json)."""
+        if self._census is None:
+            self._census = self._expected_cells()
+        return self._census
+
+    def _expected_cells(self) -> list[dict]:
         samples = range(self.config["samples"])
         cells = [
             {"ruleset": r, "policy": p, "scenario": s, "seed": seed, "sample_index": i}

@@ -16,11 +16,11 @@ rule expected_cells:
         f"{RESULTS}/logs/expected_cells.log",
     params:
         code=CODE["io"],
-        cells=lambda w: PLAN.expected_cells(),
+        census=lambda w: PLAN.expected_cells_digest(),
     run:
         from schemashift.rollout.io import write_json
 
-        write_json(output[0], params.cells)
+        write_json(output[0], PLAN.expected_cells())
 
 
 # What the report needs to know about the models and training runs (ablations, sizes, price).
