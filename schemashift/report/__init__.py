@@ -5,7 +5,7 @@ itself, so importing `schemashift.report` stays light. The modules:
 
 - `load`: finding and reading validated result files (pyarrow), pandas frames for the report
 - `aggregate`: merging cell files into the result tables and writing the manifest (pyarrow only)
-- `stats`: the seeded bootstrap behind every interval
+- `stats`: every interval and test (what each estimates is stated there and in docs/report.md)
 - `analysis`: every number the report shows, shared by tables and figures
 - `tables` (a package: format, benchmark, training, seed_document), `figures`, `html`: the three
   report parts, each run by its own `schemashift report` command

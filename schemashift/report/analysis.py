@@ -16,7 +16,7 @@ so its checkpoints read missing. A run's step 0 is the `base` subject `hf:<its b
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,15 @@ from schemashift.report.load import (
     subject_kind,
     tier_rank,
 )
-from schemashift.report.stats import MISSING_STAT, Stat, metric_stat, paired_stat
+from schemashift.report.stats import (
+    MISSING_STAT,
+    Stat,
+    generalisation_stat,
+    metric_stat,
+    paired_stat,
+    savings_stat,
+    seed_means,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -261,7 +269,7 @@ class Analysis:
             else:
                 rows = self.rows(ruleset, subject)
                 flag = self.provisional(ruleset, subject, scenarios)
-                self._stats[key] = metric_stat(rows, metric, scenarios, self.samples, self.seed, flag)
+                self._stats[key] = metric_stat(rows, metric, scenarios, flag)
         return self._stats[key]
 
     def paired(self, ruleset: str, subject: str, reference: str, metric: str, column: str = OVERALL) -> Stat:
@@ -277,10 +285,21 @@ class Analysis:
                 self.rows(ruleset, reference),
                 metric,
                 scenarios,
-                self.samples,
-                self.seed,
                 flag,
             )
+        return self._stats[key]
+
+    def generalisation(self, ruleset: str, subject: str, metric: str, column: str) -> Stat:
+        """`metric` over new scenarios like those of `column` (see stats.generalisation_stat)."""
+        key = ("general", ruleset, subject, metric, column)
+        if key not in self._stats:
+            scenarios = self.groups(ruleset).get(column) or []
+            groups, n = seed_means(self.rows(ruleset, subject), metric, scenarios)
+            if not scenarios or any(len(g) == 0 for g in groups):
+                self._stats[key] = Stat(None, None, None, n)
+            else:
+                stat = generalisation_stat([float(g.mean()) for g in groups], n)
+                self._stats[key] = replace(stat, provisional=self.provisional(ruleset, subject, scenarios))
         return self._stats[key]
 
     # -- training runs ----------------------------------------------------------------------------
@@ -386,7 +405,7 @@ def published_stat(a: Analysis, metric: str, scenarios: Sequence[str]) -> Stat:
     import pandas as pd
 
     rows = pd.DataFrame(published.gpt_oss_rows())
-    return metric_stat(rows, metric, scenarios, a.samples, a.seed)
+    return metric_stat(rows, metric, scenarios)
 
 
 def efficiency_reference(a: Analysis, ruleset: str, subject: str) -> str | None:
@@ -398,16 +417,38 @@ def efficiency_reference(a: Analysis, ruleset: str, subject: str) -> str | None:
     return reference if reference != subject and reference in a.subjects(ruleset) else None
 
 
+#: the cost columns whose savings the efficiency table gives
+SAVING_COLUMNS = ("tool_calls", "tokens_in", "tokens_out", "steps")
+
+
 def savings(a: Analysis, ruleset: str, subject: str, reference: str) -> dict[str, Any]:
-    """Savings of `subject` against `reference` over the cells both solved: 1 - sum(subject) / sum(ref)."""
-    keys = ["scenario", "seed", "sample_index"]
-    mine = a.rows(ruleset, subject)
-    ref = a.rows(ruleset, reference)
-    both = mine[mine["success"] == 1].merge(ref[ref["success"] == 1], on=keys, suffixes=("", "_ref"))
-    out: dict[str, Any] = {"solved_by_both": len(both)}
-    for column in ("tool_calls", "tokens_in", "tokens_out", "steps"):
-        total = both[f"{column}_ref"].sum() if len(both) else 0
-        out[column] = None if not len(both) or not total else float(1 - both[column].sum() / total)
+    """Savings of `subject` against `reference`, paired by cell (scenario, seed): each side's cost
+    on a cell is the mean over its successful samples there, and the saving of a cost column is
+    1 - sum(subject) / sum(reference) over the cells both solved (`stats.savings_stat`, with a
+    bootstrap interval stratified by scenario). Coverage: `solved_by_both` of `graded_by_both`
+    cells; `provisional` when either subject's coverage is incomplete."""
+    keys = ["scenario", "seed"]
+
+    def solved(subject: str) -> pd.DataFrame:
+        rows = a.rows(ruleset, subject)
+        return rows[rows["success"] == 1].groupby(keys, sort=True)[list(SAVING_COLUMNS)].mean()
+
+    def graded(subject: str) -> set[tuple[Any, ...]]:
+        return set(map(tuple, a.rows(ruleset, subject)[keys].itertuples(index=False)))
+
+    both = solved(subject).merge(solved(reference), left_index=True, right_index=True, suffixes=("", "_ref"))
+    scenarios = a.scenarios(ruleset)
+    flag = a.provisional(ruleset, subject, scenarios) or a.provisional(ruleset, reference, scenarios)
+    strata = both.index.get_level_values("scenario").to_numpy() if len(both) else []
+    out: dict[str, Any] = {
+        "solved_by_both": len(both),
+        "graded_by_both": len(graded(subject) & graded(reference)),
+        "provisional": flag,
+    }
+    for column in SAVING_COLUMNS:
+        mine = both[column].to_numpy() if len(both) else []
+        theirs = both[f"{column}_ref"].to_numpy() if len(both) else []
+        out[column] = savings_stat(mine, theirs, strata, a.samples, a.seed, flag)
     return out
 
 

@@ -69,9 +69,9 @@ def write(a: Analysis, out_dir: str | Path) -> list[dict[str, Any]]:
                     lambda ruleset=ruleset, metric=metric: bar_figure(a, ruleset, metric),
                     f"Ruleset {ruleset}: {title} per scenario for every baseline, untrained model and "
                     "trained "
-                    f"checkpoint, with {LEVEL:.0%} bootstrap intervals (n/a: no graded episode; \u2020 in "
-                    "the "
-                    "tables: provisional). Coverage: "
+                    f"checkpoint, with {LEVEL:.0%} intervals over the seeds (scenarios fixed; exact for "
+                    "success rates, Student-t otherwise; a bar without whiskers: no variation observed; "
+                    "n/a: no graded episode; \u2020 in the tables: provisional). Coverage: "
                     f"{coverage_text(coverage(a.episodes, a.manifest, ruleset))}",
                 )
             )
@@ -81,9 +81,9 @@ def write(a: Analysis, out_dir: str | Path) -> list[dict[str, Any]]:
             lambda: learning_figure(a, list(a.runs)),
             "Learning curves: overall score and success rate of each training run's checkpoints; step 0 is "
             "the "
-            f"untrained base model (one shared evaluation). Bands: {LEVEL:.0%} clustered bootstrap "
-            "intervals; "
-            "hollow markers are provisional (incomplete coverage).",
+            f"untrained base model (one shared evaluation). Bands: {LEVEL:.0%} intervals over the seeds "
+            "(scenarios fixed), none where no variation was observed; hollow markers are provisional "
+            "(incomplete coverage).",
         ),
         (
             "training_reward",
@@ -227,9 +227,7 @@ def bar_figure(a: Analysis, ruleset: str, metric: str) -> Figure:
             ax=ax,
         )
     ax.set_xticks(range(len(labels)), labels)
-    top = max(
-        [1.0] + [stats[s, c].ci_high for s in subjects for c in columns if stats[s, c].mean is not None]
-    )
+    top = max([1.0] + [_high(stats[s, c]) for s in subjects for c in columns if stats[s, c].mean is not None])
     slot = BAR_SPAN / max(len(subjects), 1)
     small = len(subjects) > 6
     for i, column in enumerate(columns):
@@ -239,18 +237,19 @@ def bar_figure(a: Analysis, ruleset: str, metric: str) -> Figure:
             if stat.mean is None:
                 ax.text(x, 0.01 * top, "n/a", ha="center", va="bottom", rotation=90, fontsize=8, color="0.3")
                 continue
-            ax.errorbar(
-                x,
-                stat.mean,
-                yerr=[[stat.mean - stat.ci_low], [stat.ci_high - stat.mean]],
-                fmt="none",
-                ecolor="0.15",
-                elinewidth=1.2,
-                capsize=2 if small else 3,
-            )
+            if stat.has_interval:
+                ax.errorbar(
+                    x,
+                    stat.mean,
+                    yerr=[[stat.mean - stat.ci_low], [stat.ci_high - stat.mean]],
+                    fmt="none",
+                    ecolor="0.15",
+                    elinewidth=1.2,
+                    capsize=2 if small else 3,
+                )
             if not small:
                 text = f"{stat.mean:.2f}" + ("\u2020" if stat.provisional else "")
-                ax.text(x, stat.ci_high + 0.015 * top, text, ha="center", va="bottom", fontsize=7.5)
+                ax.text(x, _high(stat) + 0.015 * top, text, ha="center", va="bottom", fontsize=7.5)
             elif stat.mean == 0:  # a bar of height 0 is invisible: say it is a 0, not a gap
                 ax.text(x, 0.01 * top, "0", ha="center", va="bottom", fontsize=7, color="0.3")
     ax.axvline(len(columns) - 1.5, color="0.6", linewidth=0.8, linestyle=":")
@@ -259,8 +258,8 @@ def bar_figure(a: Analysis, ruleset: str, metric: str) -> Figure:
     ax.set_xlabel("scenario (overall: mean of the scenario means)")
     ax.set_ylabel(f"{title} (mean, {LEVEL:.0%} CI)")
     figure.suptitle(
-        f"{ruleset}: {title} per scenario and subject\nmean over graded episodes with {LEVEL:.0%} bootstrap "
-        "intervals",
+        f"{ruleset}: {title} per scenario and subject\nmean over graded episodes with {LEVEL:.0%} intervals "
+        "over the seeds",
         fontsize=12,
     )
     if subjects:
@@ -271,14 +270,24 @@ def bar_figure(a: Analysis, ruleset: str, metric: str) -> Figure:
     return figure
 
 
+def _high(stat: Stat) -> float:
+    """The top of a stat's whisker, or its mean where it has no interval."""
+    return stat.ci_high if stat.has_interval else stat.mean
+
+
+def _low(stat: Stat) -> float:
+    return stat.ci_low if stat.has_interval else stat.mean
+
+
 def _curve_with_band(ax, points, color, label: str, **line) -> None:
-    """A checkpoint curve of (step, Stat) points: the mean as a line, its interval as a band."""
+    """A checkpoint curve of (step, Stat) points: the mean as a line, its interval as a band (which
+    closes on the mean where a point has no interval)."""
     xs = [step for step, _ in points]
     ax.plot(xs, [stat.mean for _, stat in points], color=color, linewidth=1.8, label=label, **line)
     ax.fill_between(
         xs,
-        [stat.ci_low for _, stat in points],
-        [stat.ci_high for _, stat in points],
+        [_low(stat) for _, stat in points],
+        [_high(stat) for _, stat in points],
         color=color,
         alpha=0.18,
         linewidth=0,
@@ -333,7 +342,7 @@ def learning_figure(a: Analysis, run_names: Sequence[str], title: str = "Learnin
         )
     )
     figure.legend(handles=handles, title="training run", loc="outside right upper", frameon=False)
-    figure.suptitle(f"{title}: checkpoints vs step 0, {LEVEL:.0%} bootstrap bands", fontsize=12)
+    figure.suptitle(f"{title}: checkpoints vs step 0, {LEVEL:.0%} bands over the seeds", fontsize=12)
     return figure
 
 
@@ -396,7 +405,7 @@ def ablation_figure(a: Analysis, vary: str) -> Figure:
         ax.set_ylabel("mean score (overall)")
         ax.set_ylim(-0.02, max(1.02, ax.get_ylim()[1]))
         ax.legend(loc="upper left", fontsize=8, frameon=False)
-    figure.suptitle(f"{name}: overall score by checkpoint, {LEVEL:.0%} bootstrap bands", fontsize=12)
+    figure.suptitle(f"{name}: overall score by checkpoint, {LEVEL:.0%} bands over the seeds", fontsize=12)
     return figure
 
 

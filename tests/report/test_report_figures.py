@@ -31,7 +31,7 @@ def test_figures_exist_and_are_valid(figures_dir: Path) -> None:
     assert [entry["stem"] for entry in index] == stems(["legacy"])
     for entry in index:
         check_figure(figures_dir, entry["stem"])
-    assert "95% bootstrap intervals" in index[0]["caption"]
+    assert "95% intervals over the seeds" in index[0]["caption"]
     assert sorted(p.name for p in figures_dir.iterdir()) == sorted(
         ["figures.json", *(f"{stem}.{fmt}" for stem in stems(["legacy"]) for fmt in ("png", "pdf"))]
     )

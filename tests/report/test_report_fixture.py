@@ -21,6 +21,22 @@ BOOTSTRAP = "300"
 QWEN_BASE = "hf:Qwen/Qwen2.5-1.5B-Instruct"
 
 
+def stratified_reference(groups: list) -> tuple[float, float, float]:
+    """A stratified mean difference's t interval (Welch-Satterthwaite df) and p against 0, from the
+    textbook formulas with scipy's t distribution (the independent implementation)."""
+    import math
+
+    from scipy import stats as sp
+
+    k = len(groups)
+    mean = sum(g.mean() for g in groups) / k
+    v = [g.var(ddof=1) / len(g) for g in groups]
+    se = math.sqrt(sum(v)) / k
+    df = sum(v) ** 2 / sum(vi**2 / (len(g) - 1) for vi, g in zip(v, groups, strict=True))
+    half = sp.t.ppf(0.975, df) * se
+    return mean - half, mean + half, 2 * sp.t.sf(abs(mean / se), df)
+
+
 @pytest.fixture(scope="module")
 def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fixture")
@@ -205,15 +221,40 @@ def test_verdicts_follow_the_seed_tiers_and_the_intervals(report_dir: Path) -> N
             and all(hand_mean(part, "shaped_total") > 0.1 for _, part in mine.groupby("seed"))
         )
     assert verdicts["shaped"]["tier3"] == "True" and verdicts["binary"]["tier2"] == "False"
-    for r in rows(report_dir, "versus_baselines"):
-        if r["baseline"].endswith("(published)"):
-            continue
-        low, high = float(r["ci_low"]), float(r["ci_high"])
-        assert r["verdict"] == ("beats" if low > 0 else "loses" if high < 0 else "ties")
+    paired = [r for r in rows(report_dir, "versus_baselines") if not r["baseline"].endswith("(published)")]
+    # every p-value from the raw rows (scipy's t, the textbook stratified formulas), then Holm over
+    # the whole table written out, then the verdict from the adjusted p-value
+    expected_p = []
+    for r in paired:
+        trained = data[(data["train_run"] == r["run"]) & (data["checkpoint_step"] == 100)]
+        base = data[(data["policy"] == r["baseline"]) & data["train_run"].isna()]
+        cells = {
+            name: frame[frame["ruleset"] == r["ruleset"]].groupby(["scenario", "seed"])[r["metric"]].mean()
+            for name, frame in (("trained", trained), ("base", base))
+        }
+        diff = (cells["trained"] - cells["base"]).dropna()
+        groups = [
+            diff[diff.index.get_level_values(0) == s].to_numpy()
+            for s in sorted(set(diff.index.get_level_values(0)))
+        ]
+        low, high, p = stratified_reference(groups)
+        if r["metric"] == "success":  # a difference of rates stays within [-1, 1]
+            low, high = max(low, -1.0), min(high, 1.0)
+        assert (float(r["ci_low"]), float(r["ci_high"])) == pytest.approx((low, high), abs=1e-7)
+        assert float(r["p_value"]) == pytest.approx(p, abs=1e-7)
+        expected_p.append(p)
+    order = sorted(range(len(expected_p)), key=lambda i: expected_p[i])
+    for rank, i in enumerate(order):
+        adjusted = min(1.0, max((len(order) - j) * expected_p[order[j]] for j in range(rank + 1)))
+        r = paired[i]
+        assert float(r["p_adjusted"]) == pytest.approx(adjusted, abs=1e-7)
+        mean = float(r["mean"])
+        assert r["verdict"] == ("ties" if adjusted >= 0.05 or mean == 0 else "beats" if mean > 0 else "loses")
     published = [
         r for r in rows(report_dir, "versus_baselines") if r["baseline"] == "gpt-oss:120b (published)"
     ]
     assert len(published) == len(RUNS) and all(r["published"] == "0.0" for r in published)
+    assert all("point value without interval" in r["verdict"] for r in published)
 
 
 def test_go_no_go_is_computed_and_the_record_shown(report_dir: Path) -> None:
@@ -237,12 +278,17 @@ def test_pass_k_efficiency_and_parse_rates(report_dir: Path) -> None:
     api = efficiency["openai:gpt-4o-mini"]
     mine = data[data["policy"] == "openai:gpt-4o-mini"]
     ref = data[(data["policy"] == "policy_aware_heuristic") & (data["ruleset"] == "legacy")]
-    keys = ["scenario", "seed", "sample_index"]
-    both = mine[mine["success"]].merge(ref[ref["success"]], on=keys, suffixes=("", "_ref"))
+    # paired by cell: each side's mean cost over the samples that solved the cell
+    keys = ["scenario", "seed"]
+    solved = [frame[frame["success"]].groupby(keys)["tool_calls"].mean() for frame in (mine, ref)]
+    both = pd.concat(solved, axis=1, keys=["mine", "ref"]).dropna()
+    graded_both = set(map(tuple, mine[keys].values)) & set(map(tuple, ref[keys].values))
     assert api["reference"] == "policy_aware_heuristic" and api["saving_solved_by_both"] == str(len(both))
-    assert float(api["saving_tool_calls"]) == pytest.approx(
-        1 - both["tool_calls"].sum() / both["tool_calls_ref"].sum()
-    )
+    assert api["saving_graded_by_both"] == str(len(graded_both))
+    assert float(api["saving_tool_calls"]) == pytest.approx(1 - both["mine"].sum() / both["ref"].sum())
+    if api["saving_tool_calls_ci_low"]:
+        assert float(api["saving_tool_calls_ci_low"]) <= float(api["saving_tool_calls"])
+        assert float(api["saving_tool_calls"]) <= float(api["saving_tool_calls_ci_high"])
     assert efficiency["shaped@step-100"]["reference"] == QWEN_BASE
     assert efficiency["shaped@step-100"]["saving_solved_by_both"] == "0"  # the base solves nothing
     parse = {r["subject"]: r for r in rows(report_dir, "legacy_parse")}

@@ -49,7 +49,7 @@ def test_report_shows_the_tables(report: str, tables_dir: Path) -> None:
     index = json.loads((tables_dir / "tables.json").read_text(encoding="utf-8"))
     for table in index:
         assert f'<h4 id="{table["key"]}">' in report
-    assert '<td class="num">0.522 [0.522, 0.522] n=2</td>' in report
+    assert '<td class="num">0.522 (no variation observed) n=2</td>' in report
     assert '<td class="num">missing</td>' in report
 
 

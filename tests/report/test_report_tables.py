@@ -43,10 +43,16 @@ def test_tables_hold_the_hand_computed_means(tables_dir: Path) -> None:
         for policy, scenarios in LEGACY.items():
             for scenario, values in scenarios.items():
                 row = rows[policy, scenario]
-                # every legacy seed plays the same task, so the interval collapses onto the mean
                 assert float(row["mean"]) == pytest.approx(values[position])
-                assert float(row["ci_low"]) == float(row["ci_high"]) == pytest.approx(values[position])
                 assert row["n"] == "2"  # the oracle's infra_error episode on M1 is not counted
+                if metric == "success":
+                    # one 0/1 episode per seed: exact binomial bounds on the successes of 2 seeds
+                    low, high = stats.clopper_pearson(int(values[position] * 2), 2)
+                    assert row["method"] == "exact"
+                    assert (float(row["ci_low"]), float(row["ci_high"])) == pytest.approx((low, high))
+                else:
+                    # every legacy seed plays the same task: no variation, so no (zero-width) interval
+                    assert (row["ci_low"], row["ci_high"], row["note"]) == ("", "", stats.NO_VARIATION)
     rows = overview(tables_dir, "score")
     pa = "policy_aware_heuristic"
     assert float(rows[pa, "tier:easy"]["mean"]) == pytest.approx(0.521875)
@@ -71,7 +77,7 @@ def test_incomplete_coverage_is_provisional_everywhere(tables_dir: Path) -> None
     )
     markdown = (tables_dir / "summary.md").read_text(encoding="utf-8")
     oracle = next(line for line in markdown.splitlines() if line.startswith("| oracle | 0.953"))
-    assert oracle.split(" | ")[2] == "0.950 [0.950, 0.950] n=2\u2020"
+    assert oracle.split(" | ")[2] == "0.950 (no variation observed) n=2\u2020"
 
 
 def test_a_policy_that_never_ran_is_missing_never_zero(tables_dir: Path) -> None:
@@ -126,54 +132,7 @@ def test_tables_are_reproducible_with_a_seed(
         assert (tmp_path / name).read_bytes() == (tables_dir / name).read_bytes()
 
 
-# -- the statistics, against hand-computed values ---------------------------------------------------
-
-
-def reference_ci(values: list[float], samples: int, seed: int) -> tuple[float, float]:
-    rng = np.random.default_rng(seed)
-    v = np.array(values, dtype=float)
-    means = v[rng.integers(0, len(v), size=(samples, len(v)))].mean(axis=1)
-    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
-
-
-def test_bootstrap_matches_a_pure_python_reference() -> None:
-    """The same draws, resampled and averaged in plain Python (index draws from numpy's generator)."""
-    values = [0.0, 1.0, 0.5, 0.25]
-    rng = np.random.default_rng(11)
-    draws = rng.integers(0, len(values), size=(400, len(values))).tolist()
-    means = sorted(sum(values[i] for i in row) / len(row) for row in draws)
-
-    def quantile(q: float) -> float:  # numpy's default (linear) method
-        position = q * (len(means) - 1)
-        low = int(position)
-        high = min(low + 1, len(means) - 1)
-        return means[low] + (means[high] - means[low]) * (position - low)
-
-    low, high = stats.bootstrap_mean_ci(values, samples=400, seed=11)
-    assert low == pytest.approx(quantile(0.025)) and high == pytest.approx(quantile(0.975))
-    spread = [0.1, 0.5, 0.9, 0.3, 0.7, 0.2]
-    assert stats.bootstrap_mean_ci(spread, 500, seed=8) != stats.bootstrap_mean_ci(spread, 500, seed=7)
-    assert stats.bootstrap_mean_ci([0.4], samples=10, seed=0) == (0.4, 0.4)
-    with pytest.raises(ValueError):
-        stats.bootstrap_mean_ci([], samples=10)
-
-
-def test_clustered_bootstrap_resamples_scenarios_then_seeds() -> None:
-    # two scenarios with one constant seed mean each: the drawn means are 0, 0.5 or 1 with
-    # chances 1/4, 1/2, 1/4, so the 2.5% and 97.5% quantiles are 0 and 1 exactly
-    assert stats.clustered_ci([[0.0], [1.0]], samples=4000, seed=1) == (0.0, 1.0)
-    # written out: scenario draws first, then each scenario's seed draws
-    groups = [[0.0, 1.0, 1.0], [0.25, 0.5]]
-    rng = np.random.default_rng(3)
-    picks = rng.integers(0, 2, size=(300, 2))
-    inner = np.column_stack(
-        [np.array(g)[rng.integers(0, len(g), size=(300, len(g)))].mean(axis=1) for g in groups]
-    )
-    means = np.take_along_axis(inner, picks, axis=1).mean(axis=1)
-    expected = (float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975)))
-    assert stats.clustered_ci(groups, samples=300, seed=3) == expected
-    # one scenario: the seed bootstrap
-    assert stats.clustered_ci([[0.1, 0.9, 0.4]], samples=200, seed=5) == reference_ci([0.1, 0.9, 0.4], 200, 5)
+# -- the statistics on result rows ------------------------------------------------------------------
 
 
 def episodes(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -201,10 +160,14 @@ def test_samples_of_a_seed_are_averaged_before_the_seeds() -> None:
         for i, s in enumerate((1.0, 1.0, 1.0, 0.0))
     ]
     rows.append({"scenario": "A", "seed": 1, "score": 0.0, "success": 0.0})
-    stat = stats.metric_stat(episodes(rows), "score", ["A"], 500, 0)
+    stat = stats.metric_stat(episodes(rows), "score", ["A"])
     assert stat.mean == pytest.approx((0.75 + 0.0) / 2)  # not the episode mean 0.6
     assert stat.n == 5
-    assert (stat.ci_low, stat.ci_high) == reference_ci([0.75, 0.0], 500, 0)
+    # the t interval of the two seed means (0.75, 0.0): df 1, half-width t(0.975, 1) * sd / sqrt(2)
+    half = 12.706204736174707 * np.std([0.75, 0.0], ddof=1) / np.sqrt(2)
+    assert (stat.ci_low, stat.ci_high) == pytest.approx((0.375 - half, 0.375 + half))
+    # several samples per seed: success is no longer one 0/1 episode per cell, so not exact
+    assert stats.metric_stat(episodes(rows), "success", ["A"]).method == "t"
 
 
 def test_paired_differences_use_the_cells_both_graded() -> None:
@@ -221,12 +184,16 @@ def test_paired_differences_use_the_cells_both_graded() -> None:
     diff = a.paired("legacy", "new", "old", "score", "overall")
     # A: (0.5 + 0.0) / 2 = 0.25; B: (1.0 - 0.4) / 2 = 0.3; overall: their mean
     assert diff.mean == pytest.approx(0.275) and diff.n == 4
-    expected = stats.clustered_ci([[0.5, 0.0], [1.0, -0.4]], samples=400, seed=2)
-    assert (diff.ci_low, diff.ci_high) == pytest.approx(expected)
+    expected = stats.difference_stat([np.array([0.5, 0.0]), np.array([1.0, -0.4])], 4)
+    assert (diff.ci_low, diff.ci_high, diff.p_value) == pytest.approx(
+        (expected.ci_low, expected.ci_high, expected.p_value)
+    )
     assert a.paired("legacy", "new", "old", "score", "A").mean == pytest.approx(0.25)
-    assert stats.compare(diff) == "ties"  # its interval holds 0
-    assert stats.compare(stats.Stat(0.3, 0.1, 0.5, 4)) == "beats"
-    assert stats.compare(stats.Stat(-0.3, -0.5, -0.1, 4)) == "loses"
+    assert stats.verdict(diff) == "ties"  # p well above 0.05 on four pairs
+    assert stats.verdict(stats.Stat(0.3, 0.1, 0.5, 4, p_value=0.01)) == "beats"
+    assert stats.verdict(stats.Stat(-0.3, -0.5, -0.1, 4, p_value=0.01)) == "loses"
+    # the table's adjustment decides where it is made
+    assert stats.verdict(stats.Stat(0.3, 0.1, 0.5, 4, p_value=0.01, p_adjusted=0.06)) == "ties"
 
 
 def test_pass_k_is_the_closed_form_and_matches_enumeration() -> None:
@@ -246,9 +213,9 @@ def test_pass_k_is_the_closed_form_and_matches_enumeration() -> None:
     ]
     rows += [{"scenario": "A", "seed": 1, "sample_index": i, "score": 0.0, "success": 1.0} for i in range(3)]
     data = episodes(rows)
-    assert stats.pass_k_stat(data, 2, ["A"], 100, 0).mean == pytest.approx((1 / 6 + 1.0) / 2)
-    assert stats.pass_k_stat(data, 3, ["A"], 100, 0).mean == pytest.approx((0.0 + 1.0) / 2)
-    assert stats.pass_k_stat(data, 4, ["A"], 100, 0).mean is None  # seed 1 has only 3 samples
+    assert stats.pass_k_stat(data, 2, ["A"]).mean == pytest.approx((1 / 6 + 1.0) / 2)
+    assert stats.pass_k_stat(data, 3, ["A"]).mean == pytest.approx((0.0 + 1.0) / 2)
+    assert stats.pass_k_stat(data, 4, ["A"]).mean is None  # seed 1 has only 3 samples
 
 
 def test_a_missing_scenario_empties_its_tier_and_overall() -> None:

@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 type=int,
                 default=2000,
                 metavar="B",
-                help="bootstrap resamples per interval (default: %(default)s)",
+                help="bootstrap resamples (efficiency savings, figure whiskers; default: %(default)s)",
             )
             part.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
         if name == "html":

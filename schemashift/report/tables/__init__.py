@@ -21,6 +21,7 @@ from schemashift.report.tables.benchmark import (
     parse_table,
     pass_k_table,
     per_seed_tables,
+    spread_table,
 )
 from schemashift.report.tables.format import Table
 from schemashift.report.tables.seed_document import go_no_go_table, verdict_table, versus_table
@@ -38,7 +39,7 @@ def build(a: Analysis) -> list[Table]:
     tables: list[Table] = []
     for ruleset in a.rulesets:
         tables += overview_tables(a, ruleset)
-        tables.append(coverage_table(a, ruleset))
+        tables += [spread_table(a, ruleset), coverage_table(a, ruleset)]
     tables += untrained_vs_trained_tables(a)
     for ruleset in a.rulesets:
         tables.append(baselines_table(a, ruleset))

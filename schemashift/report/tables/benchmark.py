@@ -11,6 +11,7 @@ from schemashift.report.analysis import (
     EFFICIENCY_COLUMNS,
     METRICS,
     OVERALL,
+    SAVING_COLUMNS,
     TIER_PREFIX,
     Analysis,
     drift_outcomes,
@@ -19,7 +20,14 @@ from schemashift.report.analysis import (
     savings,
 )
 from schemashift.report.load import coverage, coverage_text
-from schemashift.report.stats import PASS_K, Stat, metric_stat, pass_k_stat
+from schemashift.report.stats import (
+    MIN_GENERALISATION,
+    PASS_K,
+    Stat,
+    metric_stat,
+    pass_k_stat,
+    scenario_spread,
+)
 from schemashift.report.tables.format import (
     MISSING,
     NOT_PLAYED,
@@ -217,7 +225,7 @@ def pass_k_table(a: Analysis, ruleset: str) -> Table:
     scenarios = a.scenarios(ruleset)
     for subject in a.subjects(ruleset):
         flag = a.provisional(ruleset, subject, scenarios)
-        stats = [pass_k_stat(a.rows(ruleset, subject), k, scenarios, a.samples, a.seed, flag) for k in PASS_K]
+        stats = [pass_k_stat(a.rows(ruleset, subject), k, scenarios, flag) for k in PASS_K]
         rows.append([subject, *map(cell_text, stats)])
         records += [
             stat_record(s, ruleset=ruleset, subject=subject, k=k) for k, s in zip(PASS_K, stats, strict=True)
@@ -230,7 +238,8 @@ def pass_k_table(a: Analysis, ruleset: str) -> Table:
         rows,
         records,
         "Unbiased estimator per (scenario, seed) cell with n graded samples and c successes: "
-        "pass^k = C(c, k) / C(n, k); averaged over seeds, then scenarios; n = cells. "
+        "pass^k = C(c, k) / C(n, k); averaged over seeds, then scenarios, with the same intervals as "
+        "any metric (over the cells' estimates); n = cells. "
         f"{MISSING} where some cell has fewer than k samples.",
     )
 
@@ -243,25 +252,34 @@ def efficiency_table(a: Analysis, ruleset: str) -> Table:
         reference = efficiency_reference(a, ruleset, subject)
         saved = savings(a, ruleset, subject, reference) if reference else None
         if saved:
-            text = ", ".join(
-                f"{EFFICIENCY_COLUMNS[c]} {saved[c]:+.0%}"
-                for c in ("tool_calls", "tokens_in", "tokens_out", "steps")
-                if saved[c] is not None
+            text = "; ".join(
+                f"{EFFICIENCY_COLUMNS[c]} {saving_text(saved[c])}"
+                for c in SAVING_COLUMNS
+                if saved[c].mean is not None
             )
-            saved_text = f"vs {reference} on {saved['solved_by_both']} cells both solved: {text or MISSING}"
+            flag = PROVISIONAL if saved["provisional"] else ""
+            saved_text = (
+                f"vs {reference} on {saved['solved_by_both']} of {saved['graded_by_both']} cells both "
+                f"graded that both solved{flag}: {text or MISSING}"
+            )
         else:
             saved_text = MISSING
         rows.append([subject, str(len(mine)), *(num(means[c], 1) for c in EFFICIENCY_COLUMNS), saved_text])
-        records.append(
-            {
-                "ruleset": ruleset,
-                "subject": subject,
-                "n": len(mine),
-                **means,
-                "reference": reference,
-                **{f"saving_{k}": v for k, v in (saved or {}).items()},
+        record = {"ruleset": ruleset, "subject": subject, "n": len(mine), **means, "reference": reference}
+        if saved:
+            record |= {
+                "saving_solved_by_both": saved["solved_by_both"],
+                "saving_graded_by_both": saved["graded_by_both"],
+                "saving_provisional": saved["provisional"],
             }
-        )
+            for c in SAVING_COLUMNS:
+                stat = saved[c]
+                record |= {
+                    f"saving_{c}": stat.mean,
+                    f"saving_{c}_ci_low": stat.ci_low,
+                    f"saving_{c}_ci_high": stat.ci_high,
+                }
+        records.append(record)
     return Table(
         f"{ruleset}_efficiency",
         f"Ruleset {ruleset}",
@@ -269,9 +287,75 @@ def efficiency_table(a: Analysis, ruleset: str) -> Table:
         ["subject", "episodes", *EFFICIENCY_COLUMNS.values(), "savings"],
         rows,
         records,
-        "Means per graded episode. Savings (1 - subject total / reference total) only over the cells both "
-        "solved, with their number; a checkpoint is compared with its untrained base, anything else with "
-        "report.efficiency_reference (default policy_aware_heuristic). Rule policies use no tokens.",
+        "Means per graded episode. Savings are paired by cell (scenario, seed): each side's cost on a "
+        "cell is its mean over the samples that solved it, and a saving is 1 - subject total / reference "
+        "total over the cells both solved, with a 95% bootstrap interval (cells resampled within each "
+        "scenario) and its coverage: cells both solved of the cells both graded. A checkpoint is compared "
+        "with its untrained base, anything else with report.efficiency_reference (default "
+        "policy_aware_heuristic). Rule policies use no tokens.",
+    )
+
+
+def saving_text(stat: Stat) -> str:
+    if stat.has_interval:
+        return f"{stat.mean:+.0%} [{stat.ci_low:+.0%}, {stat.ci_high:+.0%}]"
+    return f"{stat.mean:+.0%} ({stat.note or 'no interval'})"
+
+
+def spread_table(a: Analysis, ruleset: str) -> Table:
+    """How much the scenarios differ, apart from the seed intervals; an interval over new
+    scenarios only where there are enough scenarios for one."""
+    rows, records = [], []
+    columns = [c for c in a.groups(ruleset) if c == OVERALL or c.startswith(TIER_PREFIX)]
+    for subject in a.subjects(ruleset):
+        for metric in METRICS:
+            for column in columns:
+                scenarios = a.groups(ruleset)[column]
+                spread = scenario_spread(a.rows(ruleset, subject), metric, scenarios)
+                general = a.generalisation(ruleset, subject, metric, column)
+                rows.append(
+                    [
+                        subject,
+                        metric,
+                        column_title(column),
+                        f"{spread['scenarios']} of {len(scenarios)}",
+                        num(spread["sd"]),
+                        f"{num(spread['min'])} - {num(spread['max'])}",
+                        cell_text(general),
+                    ]
+                )
+                records.append(
+                    {
+                        **stat_record(
+                            general, ruleset=ruleset, subject=subject, metric=metric, column=column
+                        ),
+                        "scenarios_graded": spread["scenarios"],
+                        "scenarios": len(scenarios),
+                        "between_sd": spread["sd"],
+                        "scenario_min": spread["min"],
+                        "scenario_max": spread["max"],
+                    }
+                )
+    return Table(
+        f"{ruleset}_scenario_spread",
+        f"Ruleset {ruleset}",
+        "Between scenarios: how much they differ, and what can be said about new ones",
+        [
+            "subject",
+            "metric",
+            "column",
+            "scenarios",
+            "sd between scenarios",
+            "lowest - highest",
+            "new scenarios",
+        ],
+        rows,
+        records,
+        "The score and success tables answer 'these scenarios over all their seeds'. This table shows how "
+        "much the scenario means differ (standard deviation, range) and, only where a column has at "
+        f"least {MIN_GENERALISATION} scenarios, a generalisation interval (method generalisation): a "
+        "t interval over the scenario means (df = scenarios - 1) for new scenarios drawn like these. "
+        "Tiers of two or three scenarios get no such interval.",
     )
 
 
@@ -460,7 +544,7 @@ def per_seed_tables(a: Analysis, ruleset: str) -> list[Table]:
                 if c in ("score", "success"):
                     means.append(cell_text(a.stat(ruleset, subject, c, column)))
                 else:
-                    stat = metric_stat(a.rows(ruleset, subject), c, a.groups(ruleset)[column], 1, 0)
+                    stat = metric_stat(a.rows(ruleset, subject), c, a.groups(ruleset)[column])
                     means.append(num(stat.mean))
             rows.append([f"{column_title(column)} mean", "", "", *means, ""])
         out.append(

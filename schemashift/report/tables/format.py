@@ -1,7 +1,8 @@
 """How a table looks: cells, the `Table` record, and writing summary.md, the CSVs and tables.json.
 
-Cells read `value [low, high] n=N`; `missing` where nothing was graded (never a 0); a trailing
-dagger marks a provisional value (computed over incomplete coverage).
+Cells read `value [low, high] n=N`, or `value (no variation observed) n=N` where the data give no
+interval; `missing` where nothing was graded (never a 0); a trailing dagger marks a provisional
+value (computed over incomplete coverage).
 """
 
 from __future__ import annotations
@@ -24,9 +25,15 @@ MISSING = "missing"
 NOT_PLAYED = "not played"
 PROVISIONAL = "\u2020"
 CELL_NOTE = (
-    f"Cells: mean [{LEVEL:.0%} bootstrap interval] n=graded episodes. Within a scenario the seeds are "
-    "resampled (samples of a seed stay together); tier and overall columns average the scenario means "
-    "(each scenario weighs the same) and resample scenarios, then seeds within them. "
+    f"Cells: mean [{LEVEL:.0%} interval] n=graded episodes. The question every interval answers: what "
+    "would this subject score on these scenarios (fixed: they are the benchmark) over all of their "
+    "seeds? Only the seeds are a sample: a seed's samples are averaged first, tier and overall "
+    "columns average the scenario means (each scenario weighs the same), and the interval comes "
+    "from the variation between seeds within each scenario: exact (Clopper-Pearson) bounds for "
+    "success rates of one episode per seed, a Student-t interval (Welch-Satterthwaite degrees of "
+    "freedom) otherwise. Where the seeds show no variation the cell says so instead of giving a "
+    "zero-width interval; that does not mean certainty. How much scenarios differ is shown apart "
+    "(scenario spread), and an interval over new scenarios only where there are enough of them. "
     f"{MISSING}: no graded episode (for a tier or overall: some scenario of it has none), never 0. "
     f"{PROVISIONAL}: provisional, computed over incomplete coverage (missing or infra_error cells). "
     "infra_error episodes never enter a mean."
@@ -47,11 +54,17 @@ class Table:
 # -- cell formatting -----------------------------------------------------------------------------
 
 
+def _interval(stat: Stat, fmt: str) -> str:
+    if stat.has_interval:
+        return f"[{stat.ci_low:{fmt}}, {stat.ci_high:{fmt}}]"
+    return f"({stat.note or 'no interval'})"
+
+
 def cell_text(stat: Stat, digits: int = 3) -> str:
     if stat.mean is None:
         return MISSING
     flag = PROVISIONAL if stat.provisional else ""
-    return f"{stat.mean:.{digits}f} [{stat.ci_low:.{digits}f}, {stat.ci_high:.{digits}f}] n={stat.n}{flag}"
+    return f"{stat.mean:.{digits}f} {_interval(stat, f'.{digits}f')} n={stat.n}{flag}"
 
 
 def stat_record(stat: Stat, **keys: Any) -> dict[str, Any]:
@@ -73,10 +86,19 @@ def num(value: Any, digits: int = 3) -> str:
 
 
 def signed(stat: Stat) -> str:
+    """A difference: value, interval, pairs and, where tested, its p-value (Holm-adjusted where
+    its table adjusted it)."""
     if stat.mean is None:
         return MISSING
     flag = PROVISIONAL if stat.provisional else ""
-    return f"{stat.mean:+.3f} [{stat.ci_low:+.3f}, {stat.ci_high:+.3f}] n={stat.n}{flag}"
+    text = f"{stat.mean:+.3f} {_interval(stat, '+.3f')} n={stat.n}{flag}"
+    if stat.p_adjusted is not None:
+        return f"{text} p_holm={p_text(stat.p_adjusted)}"
+    return text if stat.p_value is None else f"{text} p={p_text(stat.p_value)}"
+
+
+def p_text(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def size_text(size: Any, estimated: bool = False) -> str:

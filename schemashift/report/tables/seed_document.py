@@ -8,7 +8,7 @@ from typing import Any
 
 from schemashift.report import published
 from schemashift.report.analysis import METRICS, OVERALL, SEED_METRICS, TIER_PREFIX, Analysis, published_stat
-from schemashift.report.stats import Stat, compare, metric_stat
+from schemashift.report.stats import Stat, adjust, metric_stat, verdict
 from schemashift.report.tables.format import MISSING, Table, cell_text, num, signed, stat_record
 
 SEED_GO_STEPS = (1, 2, 3, 4, 5, 10, 15, 20)
@@ -38,7 +38,7 @@ def _tier_check(a: Analysis, ruleset: str, subject: str, run) -> dict[str, Any]:
     rows = a.rows(ruleset, subject)
     per_seed = []
     for _seed, part in rows.groupby("seed"):
-        stat = metric_stat(part, shaped_col, a.scenarios(ruleset), 1, 0)
+        stat = metric_stat(part, shaped_col, a.scenarios(ruleset))
         per_seed.append(stat.mean)
     positive = sum(1 for s in binary.values() if s.mean is not None and s.mean > 0)
     splits = set(rows["split"].dropna())
@@ -48,19 +48,25 @@ def _tier_check(a: Analysis, ruleset: str, subject: str, run) -> dict[str, Any]:
     def gt(stat: Stat | None, threshold: float) -> bool:
         return stat is not None and stat.mean is not None and stat.mean > threshold
 
-    def robust(stat: Stat | None, threshold: float) -> bool:
+    def lower_gt(stat: Stat | None, threshold: float) -> bool:
         return stat is not None and stat.ci_low is not None and stat.ci_low > threshold
 
-    tiers = {
-        1: known
-        and gt(shaped, 0.1)
-        and positive >= 2
-        and bool(per_seed)
-        and all(v is not None and v > 0.1 for v in per_seed),
-        2: known and gt(shaped, 0.35) and gt(easy, 0.40) and any(gt(binary[s], 0) for s in medium_scen),
-        3: known and gt(shaped, 0.6) and gt(easy, 0.70) and gt(medium, 0.25) and held_out,
-    }
-    thresholds = {1: 0.1, 2: 0.35, 3: 0.6}
+    def tier_checks(above) -> dict[int, bool]:
+        """The three tiers with `above(stat, threshold)` deciding each threshold criterion."""
+        positive = sum(1 for s in binary.values() if above(s, 0))
+        return {
+            1: known
+            and above(shaped, 0.1)
+            and positive >= 2
+            and bool(per_seed)
+            and all(v is not None and v > 0.1 for v in per_seed),
+            2: known
+            and above(shaped, 0.35)
+            and above(easy, 0.40)
+            and any(above(binary[s], 0) for s in medium_scen),
+            3: known and above(shaped, 0.6) and above(easy, 0.70) and above(medium, 0.25) and held_out,
+        }
+
     return {
         "shaped_column": shaped_col,
         "binary_column": binary_col,
@@ -70,9 +76,15 @@ def _tier_check(a: Analysis, ruleset: str, subject: str, run) -> dict[str, Any]:
         "positive": positive,
         "per_seed_min": min((v for v in per_seed if v is not None), default=None),
         "held_out": held_out,
-        "tiers": tiers,
-        "robust": {t: tiers[t] and robust(shaped, thresholds[t]) for t in tiers},
+        "tiers": tier_checks(gt),
+        "confirmed": tier_checks(lower_gt),
     }
+
+
+def _tier_text(check: dict[str, Any], tier: int) -> str:
+    if check["confirmed"][tier]:
+        return "met (bounds)"
+    return "met (point)" if check["tiers"][tier] else "not met"
 
 
 def verdict_table(a: Analysis) -> Table:
@@ -82,9 +94,13 @@ def verdict_table(a: Analysis) -> Table:
         for ruleset in a.run_rulesets(run):
             check = _tier_check(a, ruleset, trained, run)
             met = [t for t, ok in check["tiers"].items() if ok]
-            verdict = f"Tier {max(met)}" if met else "no tier"
-            if met and not check["robust"][max(met)]:
-                verdict += " (shaped interval reaches below the threshold)"
+            confirmed = [t for t, ok in check["confirmed"].items() if ok]
+            tier = f"Tier {max(met)}" if met else "no tier"
+            if met and confirmed and max(confirmed) == max(met):
+                tier += " (every criterion's 95% lower bound clears it)"
+            elif met:
+                by_bounds = f"; Tier {max(confirmed)} by the bounds" if confirmed else ""
+                tier += f" (point estimates only{by_bounds})"
             rows.append(
                 [
                     run.name,
@@ -96,8 +112,8 @@ def verdict_table(a: Analysis) -> Table:
                     str(check["positive"]),
                     num(check["per_seed_min"]),
                     "yes" if check["held_out"] else "no / unknown",
-                    *("met" if check["tiers"][t] else "not met" for t in (1, 2, 3)),
-                    verdict,
+                    *(_tier_text(check, t) for t in (1, 2, 3)),
+                    tier,
                 ]
             )
             records.append(
@@ -113,6 +129,7 @@ def verdict_table(a: Analysis) -> Table:
                     "scenarios_with_binary": check["positive"],
                     "held_out": check["held_out"],
                     **{f"tier{t}": check["tiers"][t] for t in (1, 2, 3)},
+                    **{f"tier{t}_confirmed": check["confirmed"][t] for t in (1, 2, 3)},
                     "provisional": check["shaped"].provisional,
                 }
             )
@@ -142,65 +159,61 @@ def verdict_table(a: Analysis) -> Table:
         + ". On legacy, "
         "shaped = shaped_total and binary = the binary reward as the seed defines them; on v1, score and "
         "success. "
-        "A tier is met on the point estimates; the verdict says when the interval of the overall shaped "
-        "value "
-        "reaches below the threshold. Held-out: the evaluated seeds' split differs from the run's training "
-        "split.",
+        "Each tier is checked twice: on the point estimates, and on the 95% lower bound of every "
+        "criterion that has a threshold (an intersection-union test: all must clear, so no multiplicity "
+        "adjustment is needed; a criterion without an interval does not clear). 'met (bounds)' is the "
+        "second, 'met (point)' the first only. The per-seed criterion is about the evaluated seeds. "
+        "Held-out: the evaluated seeds' split differs from the run's training split.",
     )
 
 
 def versus_table(a: Analysis) -> Table:
+    """Every trained checkpoint against every model baseline and untrained model on both headline
+    metrics (Holm over the table), and on legacy against the seed document's published row."""
+    tested = [
+        (run, ruleset, baseline, metric, a.paired(ruleset, run.trained_subject, baseline, metric))
+        for run in a.runs.values()
+        for ruleset in a.run_rulesets(run)
+        for baseline in a.subjects(ruleset)
+        if a.kinds.get(baseline) in ("model", "base")
+        for metric in METRICS
+    ]
+    diffs = adjust([t[-1] for t in tested])
     rows, records = [], []
+    for (run, ruleset, baseline, metric, _), diff in zip(tested, diffs, strict=True):
+        rows.append([run.name, ruleset, baseline, metric, signed(diff), verdict(diff)])
+        records.append(
+            stat_record(
+                diff, run=run.name, ruleset=ruleset, baseline=baseline, metric=metric, verdict=verdict(diff)
+            )
+        )
     for run in a.runs.values():
-        trained = run.trained_subject
-        for ruleset in a.run_rulesets(run):
-            baselines = [s for s in a.subjects(ruleset) if a.kinds.get(s) in ("model", "base")]
-            for baseline in baselines:
-                for metric in METRICS:
-                    diff = a.paired(ruleset, trained, baseline, metric)
-                    rows.append([run.name, ruleset, baseline, metric, signed(diff), compare(diff)])
-                    records.append(
-                        stat_record(
-                            diff,
-                            run=run.name,
-                            ruleset=ruleset,
-                            baseline=baseline,
-                            metric=metric,
-                            verdict=compare(diff),
-                        )
-                    )
-            if ruleset == "legacy":
-                trained_stat = a.stat(ruleset, trained, "score", OVERALL)
-                pub = published_stat(a, "score", a.scenarios(ruleset))
-                if trained_stat.mean is None:
-                    verdict = "n/a"
-                elif trained_stat.ci_low > pub.mean:
-                    verdict = "beats"
-                elif trained_stat.ci_high < pub.mean:
-                    verdict = "loses"
-                else:
-                    verdict = "ties"
-                rows.append(
-                    [
-                        run.name,
-                        ruleset,
-                        published.GPT_OSS_120B,
-                        "score",
-                        f"{cell_text(trained_stat)} vs {pub.mean:.3f}",
-                        verdict,
-                    ]
-                )
-                records.append(
-                    {
-                        "run": run.name,
-                        "ruleset": ruleset,
-                        "baseline": published.GPT_OSS_120B,
-                        "metric": "score",
-                        "mean": trained_stat.mean,
-                        "published": pub.mean,
-                        "verdict": verdict,
-                    }
-                )
+        if "legacy" not in a.run_rulesets(run):
+            continue
+        trained_stat = a.stat("legacy", run.trained_subject, "score", OVERALL)
+        pub = published_stat(a, "score", a.scenarios("legacy"))
+        reading = _published_reading(trained_stat, pub.mean)
+        rows.append(
+            [
+                run.name,
+                "legacy",
+                published.GPT_OSS_120B,
+                "score",
+                f"{cell_text(trained_stat)} vs published {pub.mean:.3f}",
+                reading,
+            ]
+        )
+        records.append(
+            {
+                "run": run.name,
+                "ruleset": "legacy",
+                "baseline": published.GPT_OSS_120B,
+                "metric": "score",
+                "mean": trained_stat.mean,
+                "published": pub.mean,
+                "verdict": reading,
+            }
+        )
     return Table(
         "versus_baselines",
         "Seed-document verdicts",
@@ -208,11 +221,26 @@ def versus_table(a: Analysis) -> Table:
         ["run", "ruleset", "baseline", "metric", "difference (trained - baseline)", "verdict"],
         rows,
         records,
-        "Paired differences on the (scenario, seed) cells both evaluated: beats when the interval lies "
-        "above 0, "
-        "loses when below, ties otherwise. Published rows are not paired: the trained interval against the "
-        "published mean.",
+        "Paired differences on the (scenario, seed) cells both evaluated, with a stratified t interval "
+        "and a two-sided p-value; p_holm is Holm-adjusted over every paired comparison of this table, "
+        "and beats / loses need p_holm < 0.05 (ties otherwise). Published rows are not paired and carry "
+        "no interval or seed count: the reading says only where the trained interval lies relative to "
+        "the published point value.",
     )
+
+
+def _published_reading(trained: Stat, published_mean: float) -> str:
+    """What comparing an interval with a published point value can show, and no more."""
+    if trained.mean is None:
+        return "n/a"
+    where = f"the published value ({published_mean:.3f}, a point value without interval)"
+    if trained.has_interval and trained.ci_low > published_mean:
+        return f"above {where}: trained interval lies above it"
+    if trained.has_interval and trained.ci_high < published_mean:
+        return f"below {where}: trained interval lies below it"
+    if not trained.has_interval:
+        return f"{'above' if trained.mean > published_mean else 'not above'} {where}, on the point estimate"
+    return f"not separable from {where}"
 
 
 def go_no_go_table(a: Analysis) -> Table:

@@ -4,7 +4,7 @@ training cost and the learning curves."""
 from __future__ import annotations
 
 from schemashift.report.analysis import METRICS, OVERALL, Analysis, ablation_groups, smoothed
-from schemashift.report.stats import Stat, compare
+from schemashift.report.stats import MISSING_STAT, Stat, adjust, verdict
 from schemashift.report.tables.format import (
     MISSING,
     Table,
@@ -27,6 +27,12 @@ def untrained_vs_trained_tables(a: Analysis) -> list[Table]:
         for ruleset in a.run_rulesets(run):
             columns = list(a.groups(ruleset))
             rows, records = [], []
+            tested = [
+                (metric, c, a.paired(ruleset, trained, base, metric, c) if trained and base else MISSING_STAT)
+                for metric in METRICS
+                for c in columns
+            ]
+            diffs = dict(zip([(m, c) for m, c, _ in tested], adjust([d for _, _, d in tested]), strict=True))
             for metric, title in METRICS.items():
                 for role, subject in (
                     ("untrained (step 0)", base),
@@ -49,18 +55,13 @@ def untrained_vs_trained_tables(a: Analysis) -> list[Table]:
                         )
                         for c, s in zip(columns, stats, strict=True)
                     ]
-                diffs = [
-                    a.paired(ruleset, trained, base, metric, c)
-                    if trained and base
-                    else Stat(None, None, None, 0)
-                    for c in columns
-                ]
-                rows.append([title, "paired difference (trained - untrained)", *map(signed, diffs)])
+                row_diffs = [diffs[metric, c] for c in columns]
+                rows.append([title, "paired difference (trained - untrained)", *map(signed, row_diffs)])
                 records += [
                     stat_record(
                         d, run=run.name, ruleset=ruleset, metric=metric, row="paired difference", column=c
                     )
-                    for c, d in zip(columns, diffs, strict=True)
+                    for c, d in zip(columns, row_diffs, strict=True)
                 ]
             out.append(
                 Table(
@@ -71,19 +72,33 @@ def untrained_vs_trained_tables(a: Analysis) -> list[Table]:
                     rows,
                     records,
                     "Trained = the run's report_step (default: its last checkpoint), never the best one on "
-                    "the test set. "
-                    "Paired differences use the (scenario, seed) cells both evaluated; n = pairs.",
+                    "the test set. Paired differences use the (scenario, seed) cells both evaluated "
+                    "(n = pairs), with a stratified t interval over the seeds; p_holm: two-sided p-value "
+                    "against no difference, Holm-adjusted over every difference of this table. One "
+                    "training run: the differences measure evaluation noise, not training randomness.",
                 )
             )
     return out
 
 
+def _ablation_diffs(a: Analysis, vary: str) -> dict[str, Stat]:
+    """Each non-first run of an ablation group against its group's first run (overall score),
+    Holm-adjusted over the table."""
+    pairs = [
+        (run.name, a.paired(run.ruleset, run.trained_subject, group[0].trained_subject, "score"))
+        for group in ablation_groups(a, vary)
+        for run in group[1:]
+        if run.ruleset in a.rulesets
+    ]
+    return dict(zip([n for n, _ in pairs], adjust([d for _, d in pairs]), strict=True))
+
+
 def _ablation_table(a: Analysis, vary: str, key: str, section: str, title: str) -> Table:
     rows, records = [], []
+    diffs = _ablation_diffs(a, vary)
     header = ["group", "run", "reward", "base model", "size", "scenarios", "final score (overall)"]
     header += ["final success (overall)", "vs first run (score)", "convergence step"]
     for number, group in enumerate(ablation_groups(a, vary), start=1):
-        first = group[0]
         for run in group:
             trained = run.trained_subject
             ruleset = run.ruleset
@@ -108,10 +123,8 @@ def _ablation_table(a: Analysis, vary: str, key: str, section: str, title: str) 
             per_scenario = "; ".join(
                 f"{s}: {num(a.stat(ruleset, trained, 'score', s).mean)}" for s in a.scenarios(ruleset)
             )
-            versus = ""
-            if run is not first and first.trained_subject:
-                diff = a.paired(ruleset, trained, first.trained_subject, "score")
-                versus = f"{compare(diff)} {signed(diff)}"
+            diff = diffs.get(run.name)
+            versus = f"{verdict(diff)} {signed(diff)}" if diff else ""
             converged = a.convergence_step(run.name)
             rows.append(
                 [
@@ -141,6 +154,10 @@ def _ablation_table(a: Analysis, vary: str, key: str, section: str, title: str) 
                     "success": success.mean,
                     "n": score.n,
                     "provisional": score.provisional,
+                    "vs_first": diff.mean if diff else None,
+                    "vs_first_p_holm": diff.p_adjusted if diff else None,
+                    "vs_first_verdict": verdict(diff) if diff else None,
+                    "training_runs": 1,
                     "convergence_step": converged,
                 }
             )
@@ -153,9 +170,11 @@ def _ablation_table(a: Analysis, vary: str, key: str, section: str, title: str) 
         records,
         "Groups: runs on the same ruleset that differ only in "
         f"{'the reward' if vary == 'reward' else 'the base model'}. Versus: paired difference to the group's "
-        "first run on shared cells (beats/ties/loses by its interval). Convergence step: first step where "
-        "the "
-        "smoothed training reward covers 90% of the way from its first value to its peak.",
+        "first run on shared cells, beats/ties/loses by its Holm-adjusted p-value (over this table) at "
+        "0.05. Each arm is one training run: a difference is a single-run observation about these "
+        "runs, not about the training method (training randomness is not measured). Convergence step: "
+        "first step where the smoothed training reward covers 90% of the way from its first value to "
+        "its peak.",
     )
 
 
@@ -224,40 +243,51 @@ def training_cost_table(a: Analysis) -> Table:
 
 def learning_table(a: Analysis) -> Table:
     rows, records = [], []
-    for run in a.runs.values():
-        base = a.base_subject(run)
-        for ruleset in a.run_rulesets(run):
-            for step, subject in a.checkpoints(run):
-                if subject is None:
-                    rows.append([run.name, ruleset, str(step), MISSING, MISSING, MISSING, MISSING])
-                    continue
-                score = a.stat(ruleset, subject, "score", OVERALL)
-                success = a.stat(ruleset, subject, "success", OVERALL)
-                dscore = a.paired(ruleset, subject, base, "score") if step and base else None
-                dsuccess = a.paired(ruleset, subject, base, "success") if step and base else None
-                rows.append(
-                    [
-                        run.name,
-                        ruleset,
-                        str(step),
-                        cell_text(score),
-                        cell_text(success),
-                        signed(dscore) if dscore else "",
-                        signed(dsuccess) if dsuccess else "",
-                    ]
-                )
-                for metric, stat, diff in (("score", score, dscore), ("success", success, dsuccess)):
-                    records.append(
-                        {
-                            **stat_record(
-                                stat, run=run.name, ruleset=ruleset, step=step, subject=subject, metric=metric
-                            ),
-                            "diff_vs_step0": diff.mean if diff else None,
-                            "diff_ci_low": diff.ci_low if diff else None,
-                            "diff_ci_high": diff.ci_high if diff else None,
-                            "pairs": diff.n if diff else None,
-                        }
-                    )
+    points = [
+        (run, ruleset, step, subject, a.base_subject(run))
+        for run in a.runs.values()
+        for ruleset in a.run_rulesets(run)
+        for step, subject in a.checkpoints(run)
+    ]
+    tested = [
+        ((run.name, ruleset, step, metric), a.paired(ruleset, subject, base, metric))
+        for run, ruleset, step, subject, base in points
+        if subject is not None and step and base
+        for metric in ("score", "success")
+    ]
+    diffs = dict(zip([k for k, _ in tested], adjust([d for _, d in tested]), strict=True))
+    for run, ruleset, step, subject, _base in points:
+        if subject is None:
+            rows.append([run.name, ruleset, str(step), MISSING, MISSING, MISSING, MISSING])
+            continue
+        score = a.stat(ruleset, subject, "score", OVERALL)
+        success = a.stat(ruleset, subject, "success", OVERALL)
+        dscore = diffs.get((run.name, ruleset, step, "score"))
+        dsuccess = diffs.get((run.name, ruleset, step, "success"))
+        rows.append(
+            [
+                run.name,
+                ruleset,
+                str(step),
+                cell_text(score),
+                cell_text(success),
+                signed(dscore) if dscore else "",
+                signed(dsuccess) if dsuccess else "",
+            ]
+        )
+        for metric, stat, diff in (("score", score, dscore), ("success", success, dsuccess)):
+            records.append(
+                {
+                    **stat_record(
+                        stat, run=run.name, ruleset=ruleset, step=step, subject=subject, metric=metric
+                    ),
+                    "diff_vs_step0": diff.mean if diff else None,
+                    "diff_ci_low": diff.ci_low if diff else None,
+                    "diff_ci_high": diff.ci_high if diff else None,
+                    "diff_p_holm": diff.p_adjusted if diff else None,
+                    "pairs": diff.n if diff else None,
+                }
+            )
     return Table(
         "learning_curves",
         "Learning curves",
@@ -274,5 +304,6 @@ def learning_table(a: Analysis) -> Table:
         rows,
         records,
         "Step 0 is the shared untrained base model's evaluation (one evaluation, shown in every run that "
-        "uses it). Differences are paired on the (scenario, seed) cells both evaluated; n = pairs.",
+        "uses it). Differences are paired on the (scenario, seed) cells both evaluated (n = pairs); "
+        "p_holm is Holm-adjusted over every difference of this table.",
     )

@@ -1,0 +1,237 @@
+"""The report's intervals and tests against an independent implementation (scipy), and their
+coverage of the stated estimand on synthetic data shaped like the benchmark's."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as sp
+
+from schemashift.report import stats
+
+pytestmark = pytest.mark.timeout(300)
+
+probabilities = st.floats(0.001, 0.999)
+dfs = st.floats(0.5, 500.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(x=st.floats(0.0, 1.0), a=st.floats(0.05, 400.0), b=st.floats(0.05, 400.0))
+def test_incomplete_beta_agrees_with_scipy(x: float, a: float, b: float) -> None:
+    assert stats.beta_cdf(x, a, b) == pytest.approx(sp.beta.cdf(x, a, b), abs=1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(q=st.floats(0.5001, 0.9999), df=dfs)
+def test_t_quantile_and_tail_agree_with_scipy(q: float, df: float) -> None:
+    t = stats.t_ppf(q, df)
+    assert t == pytest.approx(sp.t.ppf(q, df), rel=1e-7, abs=1e-7)
+    assert stats.t_sf2(t, df) == pytest.approx(2 * sp.t.sf(t, df), abs=1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), n=st.integers(1, 400))
+def test_clopper_pearson_agrees_with_scipy(data, n: int) -> None:
+    c = data.draw(st.integers(0, n))
+    expected = sp.binomtest(c, n).proportion_ci(0.95, method="exact")
+    low, high = stats.clopper_pearson(c, n)
+    assert (low, high) == pytest.approx((expected.low, expected.high), abs=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(positive=st.integers(0, 60), negative=st.integers(0, 60))
+def test_sign_test_agrees_with_scipy(positive: int, negative: int) -> None:
+    expected = 1.0 if positive + negative == 0 else sp.binomtest(positive, positive + negative).pvalue
+    assert stats.sign_test_p(positive, negative) == pytest.approx(expected, abs=1e-12)
+
+
+def _scipy_stratified(groups: list[np.ndarray]) -> tuple[float, float, float]:
+    """Stratified mean over fixed strata, its t interval (Welch-Satterthwaite df) and p against 0,
+    written from the textbook formulas with scipy's t distribution."""
+    k = len(groups)
+    mean = np.mean([g.mean() for g in groups])
+    v = np.array([g.var(ddof=1) / len(g) for g in groups])
+    se = math.sqrt(v.sum()) / k
+    df = v.sum() ** 2 / sum(vi**2 / (len(g) - 1) for vi, g in zip(v, groups, strict=True))
+    half = sp.t.ppf(0.975, df) * se
+    return mean - half, mean + half, 2 * sp.t.sf(abs(mean / se), df)
+
+
+groups_strategy = st.lists(
+    st.lists(st.floats(-1.0, 1.0, allow_nan=False), min_size=2, max_size=12).map(np.array),
+    min_size=1,
+    max_size=7,
+).filter(lambda gs: sum(float(g.var(ddof=1)) for g in gs) > 1e-6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(groups=groups_strategy)
+def test_stratified_t_interval_and_p_value_agree_with_the_textbook(groups: list[np.ndarray]) -> None:
+    low, high, p = _scipy_stratified(groups)
+    stat = stats.difference_stat(groups, sum(len(g) for g in groups))
+    assert stat.method == "t"
+    assert (stat.ci_low, stat.ci_high) == pytest.approx((low, high), abs=1e-7)
+    assert stat.p_value == pytest.approx(p, abs=1e-7)
+
+
+def test_one_stratum_is_scipys_one_sample_t_test() -> None:
+    values = np.array([0.2, 0.9, 0.4, 0.75, 0.1])
+    stat = stats.difference_stat([values], len(values))
+    interval = sp.ttest_1samp(values, 0.0).confidence_interval(0.95)
+    assert (stat.ci_low, stat.ci_high) == pytest.approx((interval.low, interval.high))
+    assert stat.p_value == pytest.approx(sp.ttest_1samp(values, 0.0).pvalue)
+
+
+def test_success_rates_get_exact_bounds_on_the_pooled_successes() -> None:
+    groups = [np.array([1.0, 0.0, 1.0, 1.0]), np.array([0.0, 0.0, 1.0, 0.0])]
+    stat = stats.stratified_stat(groups, 8, exact=True)
+    expected = sp.binomtest(4, 8).proportion_ci(0.95, method="exact")
+    assert stat.method == "exact" and stat.mean == 0.5
+    assert (stat.ci_low, stat.ci_high) == pytest.approx((expected.low, expected.high))
+    # unequal seed counts: the stratified mean is not the pooled proportion, so t
+    assert stats.stratified_stat([groups[0], groups[1][:3]], 7, exact=True).method == "t"
+
+
+def test_no_variation_and_one_seed_give_no_interval_and_say_why() -> None:
+    same = stats.stratified_stat([np.array([0.5, 0.5, 0.5]), np.array([0.9, 0.9])], 5)
+    assert (same.mean, same.ci_low, same.ci_high, same.note) == (0.7, None, None, stats.NO_VARIATION)
+    lone = stats.stratified_stat([np.array([0.5]), np.array([0.1, 0.9])], 3)
+    assert lone.ci_low is None and lone.note == stats.ONE_SEED
+    # a difference without variation still gets a p-value: the exact sign test over its cells
+    diff = stats.difference_stat([np.array([0.2] * 6)], 6)
+    assert diff.note == stats.NO_VARIATION and diff.p_value == pytest.approx(2 * 0.5**6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ps=st.lists(st.one_of(st.none(), st.floats(0.0, 1.0)), max_size=12))
+def test_holm_agrees_with_the_step_down_definition(ps: list[float | None]) -> None:
+    present = [p for p in ps if p is not None]
+    m = len(present)
+    order = sorted(range(m), key=lambda i: present[i])
+    expected = [0.0] * m
+    for i in range(m):
+        rank = order.index(i)
+        # the largest (m - j) * p_(j) over the ranks up to this one, capped at 1
+        expected[i] = min(1.0, max((m - j) * present[order[j]] for j in range(rank + 1)))
+    adjusted = [p for p in stats.holm(ps) if p is not None]
+    assert adjusted == pytest.approx(expected)
+    assert [p is None for p in stats.holm(ps)] == [p is None for p in ps]
+
+
+def test_generalisation_interval_needs_enough_scenarios() -> None:
+    few = stats.generalisation_stat([0.1, 0.5, 0.9], 30)
+    assert few.ci_low is None and "too few" in few.note
+    means = [0.1, 0.5, 0.9, 0.3, 0.6, 0.8]
+    stat = stats.generalisation_stat(means, 60)
+    interval = sp.ttest_1samp(means, 0.0).confidence_interval(0.95)
+    assert stat.method == "generalisation"
+    assert (stat.ci_low, stat.ci_high) == pytest.approx((interval.low, interval.high))
+
+
+def test_the_savings_bootstrap_is_the_documented_one() -> None:
+    """Written out with the same generator: per replicate, per stratum in sorted order, as many
+    cells as the stratum has, drawn with replacement; the saving of the replicate's sums."""
+    rng_data = np.random.default_rng(4)
+    strata = np.array(["b", "a", "b", "a", "a", "c", "b"])
+    subject = rng_data.integers(1, 9, strata.size).astype(float)
+    reference = rng_data.integers(2, 12, strata.size).astype(float)
+    stat = stats.savings_stat(subject, reference, strata, samples=300, seed=9)
+    rng = np.random.default_rng(9)
+    mine = np.zeros(300)
+    theirs = np.zeros(300)
+    for stratum in ("a", "b", "c"):
+        cells = [i for i in range(strata.size) if strata[i] == stratum]
+        draws = rng.integers(0, len(cells), size=(300, len(cells)))
+        for r in range(300):
+            mine[r] += sum(subject[cells[j]] for j in draws[r])
+            theirs[r] += sum(reference[cells[j]] for j in draws[r])
+    replicates = sorted(1 - mine / theirs)
+    assert stat.mean == pytest.approx(1 - subject.sum() / reference.sum())
+    assert (stat.ci_low, stat.ci_high) == pytest.approx(tuple(np.quantile(replicates, [0.025, 0.975])))
+    assert stat.method == "bootstrap"
+
+
+# -- coverage of the stated estimand ---------------------------------------------------------------
+
+#: per scenario: (chance of success, spread of a success's score); a failure scores 0.4 * Beta(2, 8)
+#: and a success 0.85 + 0.1 * Beta(5, 2) * spread: the benchmark's mix of failures with low partial
+#: credit and successes with a little efficiency spread (tiers: the first two and the rest)
+SHAPES = {
+    "mixed": [0.1, 0.3, 0.5, 0.7, 0.9, 0.5],
+    "hard and easy": [0.02, 0.98, 0.5, 0.5, 0.1, 0.9],
+    "mostly failing": [0.2, 0.1, 0.3, 0.05, 0.15, 0.4],
+}
+
+
+def _draw(rng: np.random.Generator, p: float, n: int) -> tuple[np.ndarray, np.ndarray]:
+    success = rng.random(n) < p
+    score = np.where(success, 0.85 + 0.1 * rng.beta(5, 2, n), 0.4 * rng.beta(2, 8, n))
+    return score, success.astype(float)
+
+
+def _truth(p: float) -> tuple[float, float]:
+    return p * (0.85 + 0.1 * 5 / 7) + (1 - p) * 0.4 * 0.2, p
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seeds", [30, 64])
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_intervals_cover_the_fixed_scenario_mean(shape: str, seeds: int) -> None:
+    """Nominal 95%: at least 93% of the intervals hold the true mean over these scenarios (score
+    and success, overall and a two-scenario tier); an interval that is not given counts as a miss."""
+    rng = np.random.default_rng(2026)
+    ps = SHAPES[shape]
+    truths = [_truth(p) for p in ps]
+    replicates = 1000
+    hits = {"score": 0, "success": 0, "tier score": 0, "tier success": 0}
+    for _ in range(replicates):
+        drawn = [_draw(rng, p, seeds) for p in ps]
+        checks = {
+            "score": (stats.stratified_stat([d[0] for d in drawn], 0), np.mean([t[0] for t in truths])),
+            "success": (
+                stats.stratified_stat([d[1] for d in drawn], 0, exact=True),
+                np.mean([t[1] for t in truths]),
+            ),
+            "tier score": (
+                stats.stratified_stat([d[0] for d in drawn[:2]], 0),
+                np.mean([t[0] for t in truths[:2]]),
+            ),
+            "tier success": (
+                stats.stratified_stat([d[1] for d in drawn[:2]], 0, exact=True),
+                np.mean([t[1] for t in truths[:2]]),
+            ),
+        }
+        for name, (stat, truth) in checks.items():
+            hits[name] += stat.has_interval and stat.ci_low <= truth <= stat.ci_high
+    coverage = {name: count / replicates for name, count in hits.items()}
+    print(f"{shape}, {seeds} seeds per scenario: coverage {coverage}")
+    assert min(coverage.values()) >= 0.93, coverage
+
+
+def test_the_power_benchmark_prints_the_exact_half_width_of_the_configured_cells() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, str(repo / "benchmarks" / "eval_power.py"), "--target", "0.1"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    interval = sp.binomtest(15, 30).proportion_ci(0.95, method="exact")
+    assert f"30 cells: half-width {(interval.high - interval.low) / 2:.3f}" in out
+    # 0.1: the fewest seeds per scenario whose 6 x seeds cells reach it, by scipy's bounds
+    needed = next(
+        n
+        for n in range(1, 100)
+        if (lambda ci: (ci.high - ci.low) / 2)(sp.binomtest(6 * n // 2, 6 * n).proportion_ci(0.95, "exact"))
+        <= 0.1
+    )
+    assert f"needs {needed} seeds per scenario" in out
