@@ -169,8 +169,17 @@ def settings_from_environment() -> dict[str, Any]:
 
 def uvicorn_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> dict[str, Any]:
     """How the server runs under uvicorn. Frames are small (observations travel as deltas), so
-    per-message compression would cost more CPU than it saves bytes on a local network."""
-    return {"log_level": "warning", "ws_max_size": 4 * max_message_bytes, "ws_per_message_deflate": False}
+    per-message compression would cost more CPU than it saves bytes on a local network. The
+    transport reads past messages over the limit instead of closing the connection, so that
+    they get MESSAGE_TOO_LARGE like any other bad message."""
+    from schemashift.server.transport import DroppingWebSocketProtocol
+
+    return {
+        "log_level": "warning",
+        "ws": DroppingWebSocketProtocol,
+        "ws_max_size": max_message_bytes,
+        "ws_per_message_deflate": False,
+    }
 
 
 def serve(host: str, port: int, **settings: Any) -> None:

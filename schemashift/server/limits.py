@@ -37,6 +37,20 @@ _SQUARE = bytes.maketrans(b"{}", b"[]")
 # A JSON escape of a UTF-16 surrogate, or one encoded as UTF-8 (json.loads of bytes lets it pass).
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
+
+class Oversized(str):
+    """What the app receives from `serve`'s transport instead of a WebSocket message over the
+    limit (schemashift.server.transport): empty text, and the message's size. A str subclass,
+    so no client can send one."""
+
+    size: int
+
+    def __new__(cls, size: int) -> Oversized:
+        marker = super().__new__(cls, "")
+        marker.size = size
+        return marker
+
+
 # (message, WebSocket error code, HTTP status)
 Problem = tuple[str, str, int]
 
@@ -168,6 +182,8 @@ class WireLimits:
     # -- messages ------------------------------------------------------------------------------------
     def problem(self, data: str | bytes, websocket: bool = False) -> Problem | None:
         """What is wrong with a message or body, checked before any of it reaches the app."""
+        if isinstance(data, Oversized):
+            return self._too_large(data.size)
         if len(data) > self.max_bytes:
             return self._too_large(len(data))
         raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
@@ -200,7 +216,7 @@ class WireLimits:
         return message, "MESSAGE_TOO_LARGE", 413
 
     async def _check(self, data: str | bytes, websocket: bool) -> Problem | None:
-        if len(data) >= OFFLOAD_BYTES:
+        if len(data) >= OFFLOAD_BYTES and not isinstance(data, Oversized):
             return await asyncio.to_thread(self.problem, data, websocket)
         return self.problem(data, websocket)
 

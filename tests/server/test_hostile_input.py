@@ -393,3 +393,55 @@ def test_allowed_origins_come_from_the_environment(monkeypatch):
     assert settings_from_environment()["allowed_origins"] == ["https://a.example", "https://b.example:8443"]
     monkeypatch.delenv("SCHEMASHIFT_ALLOWED_ORIGINS")
     assert settings_from_environment()["allowed_origins"] == []
+
+
+# -- item 5: messages over the limit, however large, get MESSAGE_TOO_LARGE ---------------------------
+
+
+def fragments(total: int, piece: int = 1 << 20):
+    """A text message of `total` bytes sent as fragments, so the client never holds all of it."""
+    yield '{"type": "step", "data": {"raw": "'
+    sent = 0
+    while sent < total:
+        yield "x" * min(piece, total - sent)
+        sent += piece
+    yield '"}}'
+
+
+OVERSIZED = [
+    ("one byte over", '{"type": "step", "data": {"raw": "' + "x" * (MAX_MESSAGE_BYTES - 36) + '"}}'),
+    ("over the old 4 MiB transport cap", json.dumps({"type": "step", "data": {"raw": "x" * (5 << 20)}})),
+    ("over uvicorn's 16 MiB default", "y" * (20 << 20)),
+    ("binary", b"\xff" * (6 << 20)),
+    ("64 MiB in fragments", fragments(64 << 20)),
+    ("fragments one byte over", fragments(MAX_MESSAGE_BYTES - 36, 1 << 18)),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name, frame", OVERSIZED, ids=[c[0] for c in OVERSIZED])
+def test_messages_over_the_limit_get_an_error_frame_and_the_session_goes_on(url, name, frame):
+    with Session(url) as session:
+        assert session.send("reset", {"scenario": SCENARIO, "seed": 3})["type"] == "observation"
+        assert session.send("step", INSPECT)["type"] == "observation"
+        reply = session.send_raw(frame)
+        assert reply["data"]["code"] == "MESSAGE_TOO_LARGE", reply
+        assert str(MAX_MESSAGE_BYTES) in reply["data"]["message"]
+        assert step_count(session) == 1
+        assert session.send("step", COMPLETE)["data"]["done"] is True
+    healthy_episode(url)
+
+
+@pytest.mark.timeout(60)
+def test_a_message_of_exactly_the_limit_is_served(url):
+    with Session(url) as session:
+        assert session.send("reset", {"scenario": SCENARIO, "seed": 3})["type"] == "observation"
+        frame = '{"type": "step", "data": {"raw": "' + "x" * (MAX_MESSAGE_BYTES - 37) + '"}}'
+        assert len(frame) == MAX_MESSAGE_BYTES
+        in_fragments = fragments(MAX_MESSAGE_BYTES - 37, 1 << 18)
+        for message in (frame, in_fragments):
+            reply = session.send_raw(message)
+            assert reply["data"]["code"] == "EXECUTION_ERROR", reply  # served: the core judged it
+            assert "InvalidAction: malformed action JSON" in reply["data"]["message"]
+        assert session.send("step", COMPLETE)["data"]["done"] is True
