@@ -445,3 +445,52 @@ def test_a_message_of_exactly_the_limit_is_served(url):
             assert reply["data"]["code"] == "EXECUTION_ERROR", reply  # served: the core judged it
             assert "InvalidAction: malformed action JSON" in reply["data"]["message"]
         assert session.send("step", COMPLETE)["data"]["done"] is True
+
+
+ORIGINS = ("https://flag.example", "https://env.example", "https://other.example")
+
+
+def serve_origins(flags: list[str], env_origins: str) -> dict[str, bool]:
+    """Which origins a `schemashift serve` started with `flags` and SCHEMASHIFT_ALLOWED_ORIGINS accepts."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from server_support import free_port
+
+    repo = Path(__file__).resolve().parents[2]
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(repo), "SCHEMASHIFT_ALLOWED_ORIGINS": env_origins}
+    command = [sys.executable, "-m", "schemashift.cli", "serve", "--port", str(port), *flags]
+    process = subprocess.Popen(command, env=env, cwd=repo, stdout=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, "the server exited"
+            try:
+                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.1)
+        accepted = {}
+        for origin in ORIGINS:
+            response = httpx.get(f"{base}/health", headers={"origin": origin}, timeout=10)
+            accepted[origin] = response.status_code == 200
+        healthy_episode(base)
+        return accepted
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_serve_takes_allowed_origins_from_its_flag_else_the_environment():
+    flagged = serve_origins(["--allow-origin", "https://flag.example"], "https://env.example")
+    assert flagged == dict(zip(ORIGINS, (True, False, False), strict=True))
+    from_env = serve_origins([], "https://env.example, https://flag.example")
+    assert from_env == dict(zip(ORIGINS, (True, True, False), strict=True))
