@@ -272,10 +272,18 @@ def test_the_depth_guard_is_linear_on_adversarial_input():
         assert large_s / len(large[name]) < 4 * small_s / len(small[name]) + 20e-9, name
 
 
+# (name, a 1 MiB payload, the longest median reply allowed): the item's payload must be answered
+# within 50 ms; the guard's slowest shape (many mountains 17 deep) is only timed.
+GUARD_PAYLOADS = [
+    ("escaped quotes", quadratic_payload(MAX_MESSAGE_BYTES), 0.05),
+    ("mountains of 17", ",".join(["[" * 17 + "]" * 17] * (MAX_MESSAGE_BYTES // 35)), 1.0),
+]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_a_1_mib_guard_payload_is_answered_fast_while_another_session_steps(url):
-    payload = quadratic_payload(MAX_MESSAGE_BYTES)
+@pytest.mark.parametrize("shape, payload, within", GUARD_PAYLOADS, ids=[c[0] for c in GUARD_PAYLOADS])
+def test_a_1_mib_guard_payload_is_answered_fast_while_another_session_steps(url, shape, payload, within):
     assert len(payload) <= MAX_MESSAGE_BYTES
     latencies: list[float] = []
     stop = threading.Event()
@@ -313,12 +321,12 @@ def test_a_1_mib_guard_payload_is_answered_fast_while_another_session_steps(url)
     assert len(latencies) > 50
     p99 = statistics.quantiles(latencies, n=100)[98]
     print(
-        f"\n1 MiB depth-guard payload: reply median {statistics.median(replies) * 1000:.1f} ms, "
+        f"\n1 MiB depth-guard payload ({shape}): reply median {statistics.median(replies) * 1000:.1f} ms, "
         f"max {max(replies) * 1000:.1f} ms over {len(replies)}; bystander {len(latencies)} steps, "
         f"p50 {statistics.median(latencies) * 1000:.2f} ms, p99 {p99 * 1000:.2f} ms, "
         f"max {max(latencies) * 1000:.1f} ms"
     )
-    assert statistics.median(replies) < 0.05, replies
+    assert statistics.median(replies) < within, replies
     assert max(latencies) < 1.0
     healthy_episode(url)
 
