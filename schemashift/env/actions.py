@@ -127,6 +127,8 @@ def load_action_json(text: str | bytes) -> Any:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
             raise InvalidAction("malformed action JSON: a string holds a lone UTF-16 surrogate") from None
+        except RecursionError:
+            raise InvalidAction("malformed action JSON: nested too deeply") from None
     return value
 
 
