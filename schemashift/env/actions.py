@@ -10,6 +10,7 @@ sub-object is allowed and makes the step a no-op) but reports every problem as a
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection
 from typing import Any
 
@@ -106,14 +107,29 @@ class Action:
         return f"Action({self.to_dict()!r})"
 
 
+#: a JSON escape of a UTF-16 surrogate, or the surrogate itself (as text or as UTF-8 bytes)
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+_SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+
+
 def load_action_json(text: str | bytes) -> Any:
-    """Decode one action's JSON text, turning decoder errors into `InvalidAction`."""
+    """Decode one action's JSON text, turning decoder errors into `InvalidAction`: malformed
+    text, an integer of over 4,300 digits, and strings with a lone surrogate, which no record
+    (nor a server's reply) could hold."""
     try:
-        return json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        value = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         raise InvalidAction(f"malformed action JSON: {exc}") from None
     except RecursionError:
         raise InvalidAction("malformed action JSON: nested too deeply") from None
+    if (_SURROGATE_BYTES if isinstance(text, bytes) else _SURROGATE).search(text):
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidAction("malformed action JSON: a string holds a lone UTF-16 surrogate") from None
+        except RecursionError:
+            raise InvalidAction("malformed action JSON: nested too deeply") from None
+    return value
 
 
 def parse_action(data: Any, tools: Collection[str], drift_kinds: Collection[str]) -> Action:

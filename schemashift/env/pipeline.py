@@ -17,6 +17,9 @@ from schemashift.env.frozen import freeze, frozen_view
 if TYPE_CHECKING:
     from schemashift.env.rulesets.base import Ruleset
 
+#: the seeds an episode may have: what the records' int64 `seed` column holds
+SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1
+
 
 class EpisodeStateError(RuntimeError):
     """Misuse of the episode lifecycle: a step before reset or after the episode ended."""
@@ -51,6 +54,12 @@ class StepPipeline:
     def reset(self, scenario: str, seed: int = 0, *, episode_id: str | None = None) -> dict[str, Any]:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed must be an integer, got {seed!r}")
+        if not SEED_MIN <= seed <= SEED_MAX:
+            # Not the value itself: a long one cannot even be turned into text.
+            raise ValueError(
+                f"seed must be between {SEED_MIN} and {SEED_MAX} (the records' int64 seed column), "
+                f"got a {seed.bit_length()}-bit integer"
+            )
         self.episode = self.ruleset.new_episode(scenario, seed, episode_id)
         view = self.ruleset.observe(self.episode, "Episode started.")
         return frozen_view(view) if self.snapshots else view

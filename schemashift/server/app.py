@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+from collections.abc import Iterable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -37,9 +38,11 @@ def build_app(
     session_timeout_s: float | None = DEFAULT_SESSION_TIMEOUT_S,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     max_depth: int = MAX_DEPTH,
+    allowed_origins: Iterable[str] = (),
 ) -> Any:
     """The server app: at most `max_sessions` WebSocket sessions (and as many MCP sessions),
-    each reaped after `session_timeout_s` idle seconds (None: never)."""
+    each reaped after `session_timeout_s` idle seconds (None: never). Browser requests are served
+    only from loopback origins of the server's port and from `allowed_origins` (`*`: any)."""
     if max_sessions < 1:
         raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
     if session_timeout_s is not None and session_timeout_s <= 0:
@@ -72,7 +75,13 @@ def build_app(
                 await mcp.stop()
 
     app.router.lifespan_context = lifespan
-    return WireLimits(app, max_message_bytes, max_depth, body_checks={"/step": check_step_body})
+    return WireLimits(
+        app,
+        max_message_bytes,
+        max_depth,
+        body_checks={"/step": check_step_body},
+        allowed_origins=allowed_origins,
+    )
 
 
 class LazyMcp:
@@ -141,19 +150,36 @@ def check_step_body(body: bytes) -> tuple[int, Any] | None:
     return None
 
 
+def allowed_origins_from_environment() -> list[str]:
+    """SCHEMASHIFT_ALLOWED_ORIGINS: browser origins allowed besides loopback ones, comma-separated."""
+    listed = os.environ.get("SCHEMASHIFT_ALLOWED_ORIGINS", "").split(",")
+    return [origin.strip() for origin in listed if origin.strip()]
+
+
 def settings_from_environment() -> dict[str, Any]:
-    """App settings from SCHEMASHIFT_MAX_SESSIONS / SCHEMASHIFT_SESSION_TIMEOUT_S (0: never reap)."""
+    """App settings from SCHEMASHIFT_MAX_SESSIONS / SCHEMASHIFT_SESSION_TIMEOUT_S (0: never reap)
+    / SCHEMASHIFT_ALLOWED_ORIGINS."""
     timeout = float(os.environ.get("SCHEMASHIFT_SESSION_TIMEOUT_S", DEFAULT_SESSION_TIMEOUT_S))
     return {
         "max_sessions": int(os.environ.get("SCHEMASHIFT_MAX_SESSIONS", DEFAULT_MAX_SESSIONS)),
         "session_timeout_s": timeout if timeout > 0 else None,
+        "allowed_origins": allowed_origins_from_environment(),
     }
 
 
 def uvicorn_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> dict[str, Any]:
     """How the server runs under uvicorn. Frames are small (observations travel as deltas), so
-    per-message compression would cost more CPU than it saves bytes on a local network."""
-    return {"log_level": "warning", "ws_max_size": 4 * max_message_bytes, "ws_per_message_deflate": False}
+    per-message compression would cost more CPU than it saves bytes on a local network. The
+    transport reads past messages over the limit instead of closing the connection, so that
+    they get MESSAGE_TOO_LARGE like any other bad message."""
+    from schemashift.server.transport import DroppingWebSocketProtocol
+
+    return {
+        "log_level": "warning",
+        "ws": DroppingWebSocketProtocol,
+        "ws_max_size": max_message_bytes,
+        "ws_per_message_deflate": False,
+    }
 
 
 def serve(host: str, port: int, **settings: Any) -> None:

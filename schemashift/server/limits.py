@@ -1,45 +1,112 @@
-"""Wire limits: oversized or absurdly nested messages get a clear error, never a crash.
+"""Wire limits: foreign origins, oversized, absurdly nested or unservable messages get a clear
+error, never a crash, a dead session or a stalled server.
 
-An ASGI middleware in front of the app. HTTP request bodies over the size limit get 413,
-bodies nested deeper than the depth limit 400. WebSocket frames over either limit get an
-OpenEnv error frame and are dropped; the session stays open and keeps its episode. (The JSON
-decoder would otherwise hit Python's recursion limit inside OpenEnv's loop and end the session.)
+An ASGI middleware in front of the app. Requests from a browser page of a foreign origin get 403
+(WebSocket handshakes included). HTTP request bodies over the size limit get 413, bodies nested
+deeper than the depth limit 400, bodies that are not JSON the server can parse and echo 422.
+WebSocket messages with any of these problems get an OpenEnv error frame and are dropped; the
+session stays open and keeps its episode. (OpenEnv's loop catches only JSON syntax errors: a
+recursion error, an integer of over 4,300 digits or a reply that cannot be encoded would end
+the session, or apply a step whose reply never arrives.)
+
+Every check runs in time linear in the message and with C-speed primitives; messages of
+OFFLOAD_BYTES or more are checked in a worker thread, so one client's large message does not
+hold up the other sessions' steps.
 """
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import accumulate, repeat
+from operator import sub
 from typing import Any
+from urllib.parse import urlsplit
 
 MAX_MESSAGE_BYTES = 1 << 20
 MAX_DEPTH = 64
+#: messages at least this long are checked off the event loop
+OFFLOAD_BYTES = 1 << 16
 NOT_UTF8 = ("binary message is not UTF-8 JSON", "INVALID_JSON")
 NOT_AN_OBJECT = ("a message must be a JSON object with a 'type'", "INVALID_JSON")
-_STRUCTURE = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.S)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_SQUARE = bytes.maketrans(b"{}", b"[]")
+# A JSON escape of a UTF-16 surrogate, or one encoded as UTF-8 (json.loads of bytes lets it pass).
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
 
-def too_deep(text: str | bytes, limit: int = MAX_DEPTH) -> bool:
-    """Whether JSON text nests arrays/objects more than `limit` deep (strings are skipped)."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    if text.count("[") + text.count("{") <= limit:
+class Oversized(str):
+    """What the app receives from `serve`'s transport instead of a WebSocket message over the
+    limit (schemashift.server.transport): empty text, and the message's size. A str subclass,
+    so no client can send one."""
+
+    size: int
+
+    def __new__(cls, size: int) -> Oversized:
+        marker = super().__new__(cls, "")
+        marker.size = size
+        return marker
+
+
+# (message, WebSocket error code, HTTP status)
+Problem = tuple[str, str, int]
+
+
+def too_deep(data: str | bytes, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON text nests arrays/objects more than `limit` deep (brackets in strings are
+    skipped). Exact for balanced brackets; text with unbalanced ones may be judged deeper than
+    it is, which only ever refuses text that is not JSON anyway.
+
+    Linear time in a few passes of bytes methods, with no per-character Python loop: strings
+    are cut out, then innermost bracket pairs removed pass by pass, and the depth of what is
+    left is read from its runs of opening and closing brackets.
+    """
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogatepass")
+    if data.count(b"[") + data.count(b"{") <= limit:
         return False
-    depth = 0
-    for match in _STRUCTURE.finditer(text):
-        token = match.group()
-        if token in ("[", "{"):
-            depth += 1
-            if depth > limit:
-                return True
-        elif token in ("]", "}"):
-            depth -= 1
-    return False
+    # Escaped backslashes first, so that `\\"` still ends its string; then escaped quotes. What
+    # is left between odd and even quotes is string content.
+    unescaped = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    brackets = b"".join(unescaped.split(b'"')[::2]).translate(_SQUARE, _NOT_BRACKETS)
+    if brackets.count(b"[") <= limit:
+        return False
+    # Each pass removes the innermost pairs (the leaves): one level of depth. Stop when a pass
+    # removes little, so that the passes cost at most a few times the message.
+    passes = 0
+    while passes < limit:
+        reduced = brackets.replace(b"[]", b"")
+        removed = len(brackets) - len(reduced)
+        brackets = reduced
+        if not removed:
+            break
+        passes += 1
+        if removed * 16 < len(brackets):
+            break
+    # What is left is a chain of mountains `[...[]...]` split at valleys `][`; the depth at the
+    # top of mountain i is the `[`s up to it minus the `]`s before it (the valleys' brackets cancel).
+    mountains = brackets.split(b"][")
+    ups = list(map(bytes.count, mountains, repeat(b"[")))
+    downs = map(sub, map(len, mountains), ups)
+    return passes + max(map(sub, accumulate(ups), accumulate(downs, initial=0))) > limit
 
 
 def error_frame(message: str, code: str) -> str:
     return json.dumps({"type": "error", "data": {"message": message, "code": code}})
+
+
+def loopback(host: str | None) -> bool:
+    if host is None:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class WireLimits:
@@ -49,30 +116,109 @@ class WireLimits:
         max_bytes: int = MAX_MESSAGE_BYTES,
         max_depth: int = MAX_DEPTH,
         body_checks: dict[str, Callable[[bytes], tuple[int, Any] | None]] | None = None,
+        allowed_origins: Iterable[str] = (),
     ) -> None:
-        """`body_checks`: path -> check of a request body, returning (status, detail) to refuse it."""
+        """`body_checks`: path -> check of a request body, returning (status, detail) to refuse it.
+        `allowed_origins`: browser origins (`scheme://host[:port]`, or `*` for any) allowed
+        besides the loopback origins of the server's own port."""
         self.app = app
         self.max_bytes = max_bytes
         self.max_depth = max_depth
         self.body_checks = body_checks or {}
+        self.allowed_origins = frozenset(origin.strip().rstrip("/").lower() for origin in allowed_origins)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "websocket":
+        if scope["type"] in ("http", "websocket") and not self.origin_allowed(scope):
+            await self._refuse_origin(scope, receive, send)
+        elif scope["type"] == "websocket":
             await self.app(scope, self._guard_frames(receive, send), send)
         elif scope["type"] == "http" and scope.get("method") in ("POST", "PUT", "PATCH"):
             await self._guard_body(scope, receive, send)
         else:
             await self.app(scope, receive, send)
 
-    def _problem(self, data: str | bytes) -> tuple[str, str] | None:
-        if len(data) > self.max_bytes:
-            return (
-                f"message of {len(data)} bytes exceeds the server's limit of {self.max_bytes} bytes",
-                "MESSAGE_TOO_LARGE",
+    # -- origins -------------------------------------------------------------------------------------
+    def origin_allowed(self, scope: dict) -> bool:
+        """Requests without an Origin (non-browser clients) pass; a browser's must be a loopback
+        origin of this server's port or a listed one, so a web page cannot drive the server."""
+        origin = next((value for name, value in scope.get("headers", ()) if name == b"origin"), None)
+        if origin is None:
+            return True
+        text = origin.decode("latin-1").strip().rstrip("/").lower()
+        if "*" in self.allowed_origins or text in self.allowed_origins:
+            return True
+        try:
+            parts = urlsplit(text)
+            port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+        except ValueError:
+            return False
+        server = scope.get("server") or (None, None)
+        return parts.scheme in ("http", "https") and loopback(parts.hostname) and port == server[1]
+
+    async def _refuse_origin(self, scope: dict, receive: Any, send: Any) -> None:
+        detail = (
+            "cross-origin requests are refused: this origin is not allowed "
+            "(schemashift serve --allow-origin ORIGIN, or SCHEMASHIFT_ALLOWED_ORIGINS)"
+        )
+        if scope["type"] == "http":
+            await _reply(send, 403, detail)
+            return
+        message = await receive()
+        if message["type"] != "websocket.connect":
+            return
+        if "websocket.http.response" in scope.get("extensions") or {}:
+            body = json.dumps({"detail": detail}).encode()
+            await send(
+                {
+                    "type": "websocket.http.response.start",
+                    "status": 403,
+                    "headers": [(b"content-type", b"application/json")],
+                }
             )
-        if too_deep(data, self.max_depth):
-            return f"message nested more than {self.max_depth} levels deep", "INVALID_JSON"
+            await send({"type": "websocket.http.response.body", "body": body})
+        else:
+            await send({"type": "websocket.close", "code": 1008, "reason": detail})
+
+    # -- messages ------------------------------------------------------------------------------------
+    def problem(self, data: str | bytes, websocket: bool = False) -> Problem | None:
+        """What is wrong with a message or body, checked before any of it reaches the app."""
+        if isinstance(data, Oversized):
+            return self._too_large(data.size)
+        if len(data) > self.max_bytes:
+            return self._too_large(len(data))
+        raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+        if len(raw) > self.max_bytes:
+            return self._too_large(len(raw))
+        if too_deep(raw, self.max_depth):
+            return f"message nested more than {self.max_depth} levels deep", "INVALID_JSON", 400
+        if not websocket and not raw.strip():
+            return None
+        try:
+            value = json.loads(data)
+        except (ValueError, RecursionError) as exc:  # syntax, an integer of over 4,300 digits
+            return f"Invalid JSON: {exc}", "INVALID_JSON", 422
+        if websocket and not isinstance(value, dict):
+            return (*NOT_AN_OBJECT, 422)
+        if _SURROGATE.search(raw):
+            try:
+                json.dumps(value, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                return (
+                    "Invalid JSON: a string holds a lone UTF-16 surrogate (\\ud800-\\udfff without "
+                    "its pair), which the server could not send back",
+                    "INVALID_JSON",
+                    422,
+                )
         return None
+
+    def _too_large(self, size: int) -> Problem:
+        message = f"message of {size} bytes exceeds the server's limit of {self.max_bytes} bytes"
+        return message, "MESSAGE_TOO_LARGE", 413
+
+    async def _check(self, data: str | bytes, websocket: bool) -> Problem | None:
+        if len(data) >= OFFLOAD_BYTES and not isinstance(data, Oversized):
+            return await asyncio.to_thread(self.problem, data, websocket)
+        return self.problem(data, websocket)
 
     def _guard_frames(self, receive: Any, send: Any) -> Any:
         async def guarded() -> dict:
@@ -89,12 +235,10 @@ class WireLimits:
                         await send({"type": "websocket.send", "text": error_frame(*NOT_UTF8)})
                         continue
                     message = {"type": "websocket.receive", "text": data}
-                problem = self._problem(data)
-                if problem is None and not data.lstrip().startswith("{"):
-                    problem = NOT_AN_OBJECT
+                problem = await self._check(data, websocket=True)
                 if problem is None:
                     return message
-                await send({"type": "websocket.send", "text": error_frame(*problem)})
+                await send({"type": "websocket.send", "text": error_frame(*problem[:2])})
 
         return guarded
 
@@ -113,8 +257,10 @@ class WireLimits:
             if not message.get("more_body"):
                 break
         body = b"".join(chunks)
-        if too_deep(body, self.max_depth):
-            await _reply(send, 400, f"request body nested more than {self.max_depth} levels deep")
+        problem = await self._check(body, websocket=False)
+        if problem is not None:
+            text, _, status = problem
+            await _reply(send, status, text.replace("message", "request body", 1))
             return
         check = self.body_checks.get(scope.get("path", ""))
         refusal = check(body) if check is not None else None

@@ -12,6 +12,7 @@ from typing import Any
 
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from schemashift.env.actions import SUBOBJECT
 
@@ -40,9 +41,12 @@ class SchemaShiftAction(Action):
 
     @model_validator(mode="after")
     def _type_or_raw(self) -> SchemaShiftAction:
-        # `raw` may be a JSON null, so its presence is whether it was given at all.
+        # `raw` may be a JSON null, so its presence is whether it was given at all. A custom
+        # error, not a ValueError: its context must serialise into OpenEnv's error frame.
         if (self.type is None) == ("raw" not in self.model_fields_set):
-            raise ValueError("give exactly one of 'type' (with its sub-object) or 'raw'")
+            raise PydanticCustomError(
+                "type_or_raw", "give exactly one of 'type' (with its sub-object) or 'raw'"
+            )
         return self
 
     def payload(self) -> Any:

@@ -13,6 +13,8 @@ from typing import Any
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from schemashift.server.limits import MAX_MESSAGE_BYTES
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -22,13 +24,15 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def running_server(**settings) -> Iterator[str]:
-    """Serve `build_app(**settings)`; yields the base URL and stops the server afterwards."""
+    """Serve `build_app(**settings)` with `serve`'s uvicorn options; yields the base URL and
+    stops the server afterwards."""
     import uvicorn
 
-    from schemashift.server.app import build_app
+    from schemashift.server.app import build_app, uvicorn_options
 
     port = free_port()
-    config = uvicorn.Config(build_app(**settings), host="127.0.0.1", port=port, log_level="warning")
+    options = uvicorn_options(settings.get("max_message_bytes", MAX_MESSAGE_BYTES))
+    config = uvicorn.Config(build_app(**settings), host="127.0.0.1", port=port, **options)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -67,9 +71,9 @@ def as_written(results) -> list[dict[str, Any]]:
 
 
 class Session:
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, origin: str | None = None) -> None:
         url = base_url.replace("http://", "ws://") + "/ws"
-        self.ws = connect(url, max_size=None, proxy=None, open_timeout=10).__enter__()
+        self.ws = connect(url, max_size=None, proxy=None, open_timeout=10, origin=origin).__enter__()
 
     def send_raw(self, frame: str | bytes) -> dict[str, Any]:
         try:

@@ -28,6 +28,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds after which an idle session is closed; 0 never closes "
         "(default: $SCHEMASHIFT_SESSION_TIMEOUT_S or 600; now %(default)s)",
     )
+    parser.add_argument(
+        "--allow-origin",
+        action="append",
+        default=None,
+        metavar="ORIGIN",
+        help="a browser origin (scheme://host[:port], or * for any) allowed to use the server besides "
+        "loopback pages on its own port; repeatable (default: $SCHEMASHIFT_ALLOWED_ORIGINS, "
+        "comma-separated, or none)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,16 +49,18 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise CliError(f"--port must be between 1 and 65535, got {args.port}")
     try:
-        from schemashift.server.app import serve
+        from schemashift.server.app import allowed_origins_from_environment, serve
     except ImportError as exc:
         raise CliError(
             f"the server needs the 'server' extra (pip install 'schemashift[server]'): {exc}"
         ) from None
     print(f"schemashift serve: http://{args.host}:{args.port} (WebSocket /ws, MCP /agent/mcp)", flush=True)
+    origins = args.allow_origin if args.allow_origin is not None else allowed_origins_from_environment()
     serve(
         args.host,
         args.port,
         max_sessions=args.max_sessions,
         session_timeout_s=args.session_timeout or None,
+        allowed_origins=origins,
     )
     return 0
