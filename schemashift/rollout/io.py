@@ -236,6 +236,8 @@ def read_jsonl(path: PathLike) -> Iterator[dict[str, Any]]:
                     obj = json.loads(line.decode("utf-8"))
                 except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
                     raise ValueError(f"{path}: line {number}: malformed JSON: {exc}") from None
+                except RecursionError:
+                    raise ValueError(f"{path}: line {number}: JSON nested too deeply") from None
                 if not isinstance(obj, dict):
                     raise ValueError(f"{path}: line {number}: not a JSON object but {type(obj).__name__}")
                 yield obj
