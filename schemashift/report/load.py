@@ -139,10 +139,14 @@ def read_json(path: str | Path, what: str) -> Any:
         raise ReportError(f"{what} {path}: no such file") from None
     except OSError as exc:
         raise ReportError(f"{what} {path}: cannot read: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ReportError(f"{what} {path}: not UTF-8 text: {exc}") from None
     try:
         return json.loads(text)
     except ValueError as exc:
         raise ReportError(f"{what} {path}: malformed JSON: {exc}") from None
+    except RecursionError:
+        raise ReportError(f"{what} {path}: JSON nested too deeply") from None
 
 
 def read_expected_cells(path: str | Path) -> list[dict[str, Any]]:
@@ -361,8 +365,11 @@ def read_config(path: str | Path | None) -> dict[str, Any]:
             data = yaml.safe_load(text_path.read_text(encoding="utf-8"))
         except OSError as exc:
             raise ReportError(f"config {path}: cannot read: {exc}") from None
-        except yaml.YAMLError as exc:
-            raise ReportError(f"config {path}: malformed YAML: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ReportError(f"config {path}: not UTF-8 text: {exc}") from None
+        except (yaml.YAMLError, ValueError, RecursionError) as exc:
+            # ValueError: an integer beyond Python's digit limit; RecursionError: nesting
+            raise ReportError(f"config {path}: malformed YAML: {type(exc).__name__}: {exc}") from None
     else:
         data = read_json(path, "config")
     if not isinstance(data, Mapping):

@@ -37,6 +37,9 @@ def hostile_files(root: Path) -> dict[str, Path]:
     for name, data in files.items():
         paths[name] = root / name
         paths[name].write_bytes(data)
+    for name in ("non_utf8", "deep_list", "huge_int", "binary", "not_a_list"):
+        paths[f"{name}.yaml"] = root / f"{name}.yaml"
+        paths[f"{name}.yaml"].write_bytes(files[name])
     paths["dir"] = root / "a_directory"
     paths["dir"].mkdir()
     paths["missing"] = root / "missing" / "file"
@@ -45,7 +48,12 @@ def hostile_files(root: Path) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def bad(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return hostile_files(tmp_path_factory.mktemp("hostile"))
+    """The hostile files, and under "episodes" a good episodes file to pass beside them."""
+    root = tmp_path_factory.mktemp("hostile")
+    played = root / "played"
+    run = ["run", "--policy", "oracle", "--scenarios", "E1_onboard_new_hire", "--seeds", "0"]
+    assert main([*run, "--out", str(played)]) == 0
+    return {**hostile_files(root), "episodes": played / "episodes.parquet"}
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +99,10 @@ def cases(bad: dict[str, Path], tmp: Path) -> dict[str, list[list[str]]]:
     """Bad argument lists of every verb (valid options around the bad one)."""
     out = str(tmp / "out")
     a_file = str(bad["not_a_list"])
-    files = [str(bad[name]) for name in bad]
+    files = [str(bad[name]) for name in bad if name != "episodes"]
+    # a mapping is a valid (if empty) manifest and config
+    not_mappings = [path for path in files if "not_a_list" not in path]
+    yamls = [path for path in not_mappings if path.endswith(".yaml")]
     empty = str(bad["empty"])
     run = ["--policy", "oracle", "--out", out]
     return {
@@ -137,6 +148,15 @@ def cases(bad: dict[str, Path], tmp: Path) -> dict[str, list[list[str]]]:
         + [["--cells", str(tmp), "--out-episodes", "e", "--out-drifts", "d", "--train", str(bad["missing"])]],
         "report": [
             *(["tables", "--episodes", path, "--out", out] for path in files),
+            *(
+                ["tables", "--episodes", str(bad["episodes"]), "--out", out, option, path]
+                for option in ("--manifest", "--examples", "--drifts", "--training-metrics")
+                for path in (not_mappings if option == "--manifest" else files)
+            ),
+            *(
+                ["tables", "--episodes", str(bad["episodes"]), "--out", out, "--config", path]
+                for path in yamls
+            ),
             ["tables", "--episodes", str(bad["binary"]), "--out", out, "--bootstrap-samples", "0"],
             ["tables", "--episodes", str(bad["binary"]), "--out", a_file],
         ],
