@@ -51,13 +51,13 @@ def write_set(writers: dict[Path, Callable[[IO[bytes]], None]], commit: Path) ->
     `commit` last: a kill between the renames leaves no `commit` file, never `commit` beside
     files of another set. Readers treat a set without its `commit` file as absent.
     """
-    if commit not in writers:
+    commit = Path(commit)
+    if commit not in {Path(target) for target in writers}:
         raise ValueError(f"the commit file {commit} is not among the files to write")
     staged: dict[Path, Path] = {}
     try:
         for target, write in writers.items():
             staged[Path(target)] = _stage(Path(target), write)
-        commit = Path(commit)
         if commit.exists():
             commit.unlink()
             _fsync_dir(commit.parent)

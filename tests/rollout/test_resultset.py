@@ -160,6 +160,7 @@ def test_a_kill_in_every_gap_of_a_write_never_leaves_a_mixed_set(tmp_path: Path)
             break
         assert state in ("base", "absent", f"write-{call}")
         states.append(state.partition("-")[0])
+    print(f"{len(states)} kills in a write: {dict(Counter(states))}")
     # the old set (killed while staging), none (between its removal and the commit), the new one
     assert set(states) == {"base", "absent", "write"}, states
     assert len(states) >= 8, states
