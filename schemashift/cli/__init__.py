@@ -3,12 +3,20 @@
 A verb module defines NAME (str), HELP (one line), add_arguments(parser) and run(args) -> int,
 and imports heavy dependencies inside `run` only, so `schemashift --help` stays fast. Adding a
 verb means adding a module; nothing here changes.
+
+Whatever a verb raises ends as one line, `schemashift <verb>: error: <message>`, and a non-zero
+status, never a traceback: CliError and the errors that bad input causes (unreadable or
+missing files, text that is not UTF-8, input nested too deeply, a missing optional dependency)
+exit with 2; anything else is a bug, reported as an internal error with status 1 (set
+SCHEMASHIFT_TRACEBACK=1 to see its traceback). `add_arguments` reads no environment and no
+files, so `--help` works whatever the environment holds.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
@@ -70,9 +78,51 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code if isinstance(code, int) else (0 if code is None else 2)
     try:
         return args._run(args)
-    except CliError as exc:
-        print(f"schemashift {args.verb}: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print(f"schemashift {args.verb}: interrupted", file=sys.stderr)
         return INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - every failure is reported the same way
+        status, message = describe_error(exc)
+        if status == INTERNAL_ERROR and os.environ.get("SCHEMASHIFT_TRACEBACK"):
+            raise
+        print(f"schemashift {args.verb}: error: {message}", file=sys.stderr)
+        return status
+
+
+BAD_INPUT = 2
+INTERNAL_ERROR = 1
+
+
+#: top-level module -> the optional dependency group (pyproject.toml) that installs it
+EXTRAS = {
+    **dict.fromkeys(("pandas", "matplotlib", "seaborn", "jsonschema", "yaml", "snakemake"), "workflow"),
+    **dict.fromkeys(
+        ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers", "trackio"), "train"
+    ),
+    **dict.fromkeys(
+        ("fastapi", "uvicorn", "pydantic", "requests", "websockets", "httpx", "fastmcp"), "server"
+    ),
+    "unsloth": "unsloth",
+    "vllm": "vllm",
+}
+
+
+def describe_error(exc: Exception) -> tuple[int, str]:
+    """The exit status and one-line message of an exception a verb raised."""
+    if isinstance(exc, CliError):
+        return BAD_INPUT, str(exc)
+    if isinstance(exc, ModuleNotFoundError):
+        top = (exc.name or "").partition(".")[0]
+        extra = EXTRAS.get(top)
+        hint = f"; install the {extra!r} extra: pip install 'schemashift[{extra}]'" if extra else ""
+        return BAD_INPUT, f"the Python package {top!r} is not installed{hint}"
+    if isinstance(exc, OSError):
+        return BAD_INPUT, str(exc)
+    if isinstance(exc, UnicodeError):
+        return BAD_INPUT, f"input is not valid text: {exc}"
+    if isinstance(exc, RecursionError):
+        return BAD_INPUT, "input is nested too deeply to read"
+    return INTERNAL_ERROR, (
+        f"internal error, {type(exc).__name__}: {exc} (a bug: please report it; "
+        "SCHEMASHIFT_TRACEBACK=1 shows the traceback)"
+    )

@@ -32,6 +32,8 @@ def parse_seeds(text: str) -> list[int]:
             if _NEGATIVE.fullmatch(item):
                 raise CliError(f"--seeds: {item!r}: seeds must be non-negative")
             raise CliError(f"--seeds: {item!r} is not a seed N or a range N-M (in {text!r})")
+        if max(len(match[1]), len(match[2] or "")) > len(str(MAX_SEED)):
+            raise CliError(f"--seeds: {item[:40]!r}...: seeds must be at most {MAX_SEED}")
         first = int(match[1])
         last = int(match[2]) if match[2] is not None else first
         if last < first:

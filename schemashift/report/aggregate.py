@@ -55,8 +55,9 @@ class Merged:
 def merge(dirs: Iterable[str | Path], exclude: Iterable[str | Path] = ()) -> Merged:
     """Read and validate every cell under `dirs` and merge them, rows in a deterministic order.
 
-    No cell at all, an episode found in two places or a row with an unknown status raises
-    ReportError naming the files.
+    No cell at all, a directory that is not one result set, a drift row of an episode its
+    directory does not hold, an episode found in two places or a row with an unknown status
+    raises ReportError naming the files.
     """
     import pyarrow as pa
 
@@ -68,6 +69,8 @@ def merge(dirs: Iterable[str | Path], exclude: Iterable[str | Path] = ()) -> Mer
     seen: dict[tuple[Any, ...], Path] = {}
     for cell in cells:
         episodes = read_table(cell.episodes, "episodes")
+        drifts = read_table(cell.drifts, "drifts")
+        _check_drift_keys(cell, episodes, drifts)
         for row in episodes.select(["status", *IDENTITY]).to_pylist():
             if row["status"] not in STATUSES:
                 raise ReportError(f"{cell.episodes}: unknown episode status {row['status']!r}")
@@ -80,12 +83,24 @@ def merge(dirs: Iterable[str | Path], exclude: Iterable[str | Path] = ()) -> Mer
                 )
             seen[identity] = cell.episodes
         episode_tables.append(episodes)
-        drift_tables.append(read_table(cell.drifts, "drifts"))
+        drift_tables.append(drifts)
     episodes = _sorted(pa.concat_tables(episode_tables), EPISODE_ORDER)
     drifts = _sorted(pa.concat_tables(drift_tables), DRIFT_ORDER)
     if episodes.num_rows == 0:
         raise ReportError(f"the {len(cells)} episodes file(s) under {', '.join(map(str, dirs))} hold no rows")
     return Merged(episodes, drifts, cells)
+
+
+def _check_drift_keys(cell: CellFiles, episodes: pa.Table, drifts: pa.Table) -> None:
+    """Every drift row belongs to an episode of its own directory (same run id and cell)."""
+    keys = ("run_id", *IDENTITY)
+    known = {tuple(row.values()) for row in episodes.select(list(keys)).to_pylist()}
+    for row in drifts.select(list(keys)).to_pylist():
+        if tuple(row.values()) not in known:
+            raise ReportError(
+                f"{cell.drifts}: a drift row of run {row['run_id']} ({_describe(row)}) has no episode "
+                f"in {cell.episodes}: the files do not belong together; rerun this cell"
+            )
 
 
 def _describe(row: Mapping[str, Any]) -> str:
@@ -406,19 +421,23 @@ def write(
     out_training: str | Path | None = None,
     out_examples: str | Path | None = None,
 ) -> dict[str, Any] | None:
-    """Write the merged tables (episodes last), the training metrics, the failed-episode examples
-    and the manifest, each atomically."""
+    """Write the merged tables, the training metrics, the failed-episode examples and the
+    manifest as one set (`io.write_set`, episodes last): all or, after a kill, no episodes file.
+    A killed aggregate's temporary files are removed first."""
     from schemashift.rollout import io
 
     document = None
+    writers = {}
+    if out_training is not None:
+        writers[Path(out_training)] = io.parquet_writer((training or merge_training([])).metrics)
+    if out_examples is not None:
+        writers[Path(out_examples)] = io.json_writer(failed_examples(merged.cells))
+    writers[Path(out_drifts)] = io.parquet_writer(merged.drifts)
     if manifest_path is not None:
         document = manifest(merged, manifest_path, expected, config_hash, training)
-    if out_training is not None:
-        io.write_parquet(out_training, (training or merge_training([])).metrics)
-    if out_examples is not None:
-        io.write_json(out_examples, failed_examples(merged.cells))
-    io.write_parquet(out_drifts, merged.drifts)
-    io.write_parquet(out_episodes, merged.episodes)
-    if manifest_path is not None:
-        io.write_json(manifest_path, document)
+        writers[Path(manifest_path)] = io.json_writer(document)
+    writers[Path(out_episodes)] = io.parquet_writer(merged.episodes)
+    for target in writers:
+        io.remove_stale_temps(target.parent, [target.name])
+    io.write_set(writers, commit=Path(out_episodes))
     return document

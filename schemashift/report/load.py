@@ -13,19 +13,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from schemashift.report import ReportError
-from schemashift.rollout import records
+from schemashift.rollout import records, resultset
 
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-EPISODES_FILE = "episodes.parquet"
-DRIFTS_FILE = "drifts.parquet"
+EPISODES_FILE = resultset.EPISODES_FILE
+DRIFTS_FILE = resultset.DRIFTS_FILE
 #: the columns that identify an expected cell (the workflow's unit of work)
 CELL_KEYS = ("ruleset", "policy", "scenario", "seed", "sample_index")
 #: what tells model evaluations apart: the training run and the checkpoint's optimizer step
 MODEL_KEYS = ("train_run", "checkpoint_step")
-TRAJECTORIES_FILE = "trajectories.jsonl.gz"
+TRAJECTORIES_FILE = resultset.TRAJECTORIES_FILE
 TRAINING_FILE = "metrics.parquet"
 #: scenario difficulty tiers in display order; other tiers follow, sorted
 TIER_ORDER = ("easy", "medium", "hard")
@@ -44,8 +44,9 @@ def find_cells(dirs: Iterable[str | Path], exclude: Iterable[str | Path] = ()) -
     """Every directory holding an `episodes.parquet` at or below `dirs`, in path order.
 
     Hidden directories (such as `.snakemake`) are skipped, a directory reached twice counts once
-    and files in `exclude` (the aggregate's own outputs) are ignored. A directory with episodes
-    but no drifts file, or a `dirs` entry that is not a directory, raises ReportError.
+    and files in `exclude` (the aggregate's own outputs) are ignored. A directory whose three
+    files are not one complete result set (`resultset.check`), or a `dirs` entry that is not a
+    directory, raises ReportError.
     """
     excluded = {Path(p).resolve() for p in exclude}
     found: dict[Path, CellFiles] = {}
@@ -63,10 +64,11 @@ def find_cells(dirs: Iterable[str | Path], exclude: Iterable[str | Path] = ()) -
             key = directory.resolve()
             if key in found:
                 continue
-            drifts = directory / DRIFTS_FILE
-            if not drifts.is_file():
-                raise ReportError(f"{directory}: has {EPISODES_FILE} but no {DRIFTS_FILE}")
-            found[key] = CellFiles(directory, episodes, drifts)
+            try:
+                resultset.check(directory)
+            except resultset.MixedResultSet as exc:
+                raise ReportError(str(exc)) from None
+            found[key] = CellFiles(directory, episodes, directory / DRIFTS_FILE)
     return sorted(found.values(), key=lambda cell: cell.directory.parts)
 
 
@@ -137,10 +139,14 @@ def read_json(path: str | Path, what: str) -> Any:
         raise ReportError(f"{what} {path}: no such file") from None
     except OSError as exc:
         raise ReportError(f"{what} {path}: cannot read: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ReportError(f"{what} {path}: not UTF-8 text: {exc}") from None
     try:
         return json.loads(text)
     except ValueError as exc:
         raise ReportError(f"{what} {path}: malformed JSON: {exc}") from None
+    except RecursionError:
+        raise ReportError(f"{what} {path}: JSON nested too deeply") from None
 
 
 def read_expected_cells(path: str | Path) -> list[dict[str, Any]]:
@@ -359,8 +365,11 @@ def read_config(path: str | Path | None) -> dict[str, Any]:
             data = yaml.safe_load(text_path.read_text(encoding="utf-8"))
         except OSError as exc:
             raise ReportError(f"config {path}: cannot read: {exc}") from None
-        except yaml.YAMLError as exc:
-            raise ReportError(f"config {path}: malformed YAML: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ReportError(f"config {path}: not UTF-8 text: {exc}") from None
+        except (yaml.YAMLError, ValueError, RecursionError) as exc:
+            # ValueError: an integer beyond Python's digit limit; RecursionError: nesting
+            raise ReportError(f"config {path}: malformed YAML: {type(exc).__name__}: {exc}") from None
     else:
         data = read_json(path, "config")
     if not isinstance(data, Mapping):

@@ -55,11 +55,25 @@ def trajectory_actions(trajectory: dict[str, Any]) -> tuple[list[Any], list[int]
     """The actions a stored trajectory played and the tokens charged at each step.
 
     Steps that the ruleset recorded as invalid are replayed from their raw text, so that they
-    are judged the same way again.
+    are judged the same way again. A trajectory whose steps are not shaped like the ones `run`
+    writes (an edited or damaged file) raises ReplayError naming the step.
     """
+    steps = trajectory.get("steps", [])
+    if not isinstance(steps, list):
+        raise ReplayError(f"the trajectory's steps are not a list but {type(steps).__name__}")
     actions, tokens = [], []
-    for step in trajectory.get("steps", []):
-        action = step["action"]
-        actions.append(action["raw"] if action.get("type") == "invalid" else action)
-        tokens.append(int(step.get("tokens_used", 0) or 0))
+    for number, step in enumerate(steps, start=1):
+        action = step.get("action") if isinstance(step, dict) else None
+        if not isinstance(action, dict):
+            raise ReplayError(f"step {number} of the trajectory has no action object")
+        used = step.get("tokens_used", 0) or 0
+        if not isinstance(used, int) or isinstance(used, bool) or used < 0:
+            raise ReplayError(f"step {number} of the trajectory: tokens_used {used!r} is not a count")
+        if action.get("type") == "invalid":
+            if "raw" not in action:
+                raise ReplayError(f"step {number} of the trajectory: an invalid action without its raw text")
+            actions.append(action["raw"])
+        else:
+            actions.append(action)
+        tokens.append(used)
     return actions, tokens

@@ -386,24 +386,12 @@ def run_sweep_batched(
 
 
 def write_results(out_dir: str | Path, results: list[EpisodeResult]) -> dict[str, str]:
-    """Write the three result files of a sweep; returns their paths.
+    """Write the three result files of a sweep as one set (`resultset.write`); returns their paths.
 
-    Both tables are built (and so validated) before anything is written, and each file is
-    replaced atomically; `episodes.parquet` goes last, so a directory whose episodes file is
-    new holds a complete set.
+    Both tables are built (and so validated) before anything is written.
     """
-    from schemashift.rollout import io, records
+    from schemashift.rollout import records, resultset
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {
-        "episodes": out / "episodes.parquet",
-        "drifts": out / "drifts.parquet",
-        "trajectories": out / "trajectories.jsonl.gz",
-    }
     episodes = records.to_table([r.record for r in results], records.EPISODE_COLUMNS)
     drifts = records.to_table([row for r in results for row in r.drifts], records.DRIFT_COLUMNS)
-    io.write_jsonl_gz(paths["trajectories"], [r.trajectory for r in results])
-    io.write_parquet(paths["drifts"], drifts)
-    io.write_parquet(paths["episodes"], episodes)
-    return {name: str(path) for name, path in paths.items()}
+    return resultset.write(out_dir, episodes, drifts, [r.trajectory for r in results])

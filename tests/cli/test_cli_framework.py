@@ -84,13 +84,48 @@ def test_keyboard_interrupt_exits_130(
     assert "interrupted" in capsys.readouterr().err
 
 
-def test_other_exceptions_propagate_as_bugs(use_verbs: Callable[..., None]) -> None:
+def test_other_exceptions_are_internal_errors_with_a_traceback_on_request(
+    use_verbs: Callable[..., None], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     def run(args: argparse.Namespace) -> int:
         raise RuntimeError("bug")
 
     use_verbs(_verb("alpha", run))
+    assert main(["alpha"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("schemashift alpha: error: internal error, RuntimeError: bug (a bug: please report")
+    assert "Traceback" not in err
+    monkeypatch.setenv("SCHEMASHIFT_TRACEBACK", "1")
     with pytest.raises(RuntimeError, match="bug"):
         main(["alpha"])
+
+
+@pytest.mark.parametrize(
+    "exc, message",
+    [
+        (FileNotFoundError(2, "No such file or directory", "x.json"), "No such file or directory: 'x.json'"),
+        (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), "input is not valid text"),
+        (RecursionError("maximum recursion depth exceeded"), "input is nested too deeply to read"),
+        (
+            ModuleNotFoundError("No module named 'seaborn'", name="seaborn"),
+            "pip install 'schemashift[workflow]'",
+        ),
+        (
+            ModuleNotFoundError("No module named 'zzz'", name="zzz"),
+            "the Python package 'zzz' is not installed",
+        ),
+    ],
+)
+def test_errors_of_bad_input_exit_2_with_one_line(
+    use_verbs: Callable[..., None], capsys: pytest.CaptureFixture[str], exc: Exception, message: str
+) -> None:
+    def run(args: argparse.Namespace) -> int:
+        raise exc
+
+    use_verbs(_verb("alpha", run))
+    assert main(["alpha"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("schemashift alpha: error: ") and message in lines[0]
 
 
 @pytest.mark.parametrize("argv", [[], ["nosuchverb"], ["alpha", "--count", "x"], ["alpha", "--bogus"]])

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from schemashift.cli import main
-from schemashift.rollout import io, records
+from schemashift.rollout import records, resultset
 
 SCENARIOS = ("E1_onboard_new_hire", "M1_customer_escalation")
 POLICIES = ("naive_heuristic", "policy_aware_heuristic", "oracle")
@@ -66,8 +66,13 @@ def run_cell(out: Path, policy: str, scenarios: tuple[str, ...] = SCENARIOS, see
 
 
 def write_cell(out: Path, episodes: list[dict[str, Any]], drifts: list[dict[str, Any]] | None = None) -> Path:
-    io.write_parquet(out / "drifts.parquet", records.to_table(drifts or [], records.DRIFT_COLUMNS))
-    io.write_parquet(out / "episodes.parquet", records.to_table(episodes, records.EPISODE_COLUMNS))
+    """A result directory of hand-made rows, written as one set (with no trajectories)."""
+    resultset.write(
+        out,
+        records.to_table(episodes, records.EPISODE_COLUMNS),
+        records.to_table(drifts or [], records.DRIFT_COLUMNS),
+        [],
+    )
     return out
 
 

@@ -19,13 +19,14 @@ from report_helpers import (
     SCENARIOS,
     error_line,
     infra_row,
+    run_cell,
     write_cell,
 )
 
 import schemashift
 from schemashift import provenance
 from schemashift.cli import main
-from schemashift.rollout import io, records
+from schemashift.rollout import io, records, resultset
 
 KEYS = ("ruleset", "policy", "scenario", "seed", "sample_index")
 
@@ -189,3 +190,71 @@ def test_aggregate_imports_no_pandas_and_runs_as_a_module(cells_root: Path, tmp_
         [sys.executable, "-m", "schemashift.cli", "aggregate"], capture_output=True, text=True
     )
     assert result.returncode == 2
+
+
+# -- result sets: a directory's files come from one write ------------------------------------------
+
+
+@pytest.mark.parametrize("swapped", ["drifts.parquet", "trajectories.jsonl.gz", "episodes.parquet"])
+def test_refuses_a_directory_whose_files_come_from_different_writes(
+    cells_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], swapped: str
+) -> None:
+    # the same cell written twice: rows alike, but two writes
+    cell = tmp_path / "cells" / "oracle"
+    shutil.copytree(cells_root / "legacy" / "oracle", cell)
+    again = tmp_path / "again"
+    run_cell(again, "oracle")
+    shutil.copyfile(again / swapped, cell / swapped)
+    assert aggregate([tmp_path / "cells"], tmp_path / "out") == 2
+    line = error_line(capsys, "aggregate")
+    assert f"{cell}: mixed result set" in line and "different writes" in line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("removed", ["drifts.parquet", "trajectories.jsonl.gz"])
+def test_refuses_an_incomplete_directory(
+    cells_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], removed: str
+) -> None:
+    cell = tmp_path / "cell"
+    shutil.copytree(cells_root / "legacy" / "oracle", cell)
+    (cell / removed).unlink()
+    assert aggregate([cell], tmp_path / "out") == 2
+    assert f"incomplete result set, no {removed}" in error_line(capsys, "aggregate")
+
+
+def test_refuses_files_without_a_result_set_id(
+    cells_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cell = tmp_path / "cell"
+    shutil.copytree(cells_root / "legacy" / "oracle", cell)
+    table = pq.read_table(cell / "drifts.parquet")
+    metadata = {k: v for k, v in table.schema.metadata.items() if k != resultset.SET_KEY.encode()}
+    io.write_parquet(cell / "drifts.parquet", table.replace_schema_metadata(metadata))
+    assert aggregate([cell], tmp_path / "out") == 2
+    assert "drifts.parquet carry no result-set id" in error_line(capsys, "aggregate")
+
+
+def test_refuses_drift_rows_of_another_run(
+    cells_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # one write, but rows that do not belong together (as a hand-assembled set would have)
+    source = cells_root / "legacy" / "oracle"
+    episodes = io.read_parquet_rows(source / "episodes.parquet")
+    drifts = [{**row, "run_id": "another-run"} for row in io.read_parquet_rows(source / "drifts.parquet")]
+    write_cell(tmp_path / "cell", episodes, drifts)
+    assert aggregate([tmp_path / "cell"], tmp_path / "out") == 2
+    line = error_line(capsys, "aggregate")
+    assert "a drift row of run another-run" in line and "do not belong together" in line
+
+
+def test_an_aggregate_removes_its_own_leftovers_and_nothing_else(cells_root: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    stale = [out / ".episodes.parquet.0badc0de.tmp", out / ".manifest.json.12345678.tmp"]
+    foreign = [out / ".other.parquet.12345678.tmp", out / "notes.tmp"]
+    for path in stale + foreign:
+        path.write_bytes(b"partial")
+    assert aggregate([cells_root], out, "--manifest", str(out / "manifest.json")) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["episodes.parquet", "drifts.parquet", "manifest.json", *(p.name for p in foreign)]
+    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import schemashift
 from schemashift.env.rulesets import get_ruleset
 from schemashift.policies import make_policy
 from schemashift.policies.base import call_tool, complete_task, inspect_schema
-from schemashift.rollout import io, records
+from schemashift.rollout import io, records, resultset
 from schemashift.rollout.backends import InProcessBackend
 from schemashift.rollout.replay import replay, trajectory_actions
 from schemashift.rollout.runner import (
@@ -416,12 +415,16 @@ def test_write_results_writes_three_files_that_read_back_equal(sweeps: dict, tmp
     ]
 
     episodes = pq.read_table(out / "episodes.parquet")
-    assert episodes.schema.equals(records.episode_schema(), check_metadata=True)
+    set_id = resultset.check(out)
+    stamp = {resultset.SET_KEY.encode(): set_id.encode()}
+    assert episodes.schema.equals(records.episode_schema(), check_metadata=False)
+    assert episodes.schema.metadata == {**records.episode_schema().metadata, **stamp}
     names = [c.name for c in records.EPISODE_COLUMNS]
     assert episodes.to_pylist() == [{name: r.record.get(name) for name in names} for r in results]
 
     drifts = pq.read_table(out / "drifts.parquet")
-    assert drifts.schema.equals(records.drift_schema(), check_metadata=True)
+    assert drifts.schema.equals(records.drift_schema(), check_metadata=False)
+    assert drifts.schema.metadata == {**records.drift_schema().metadata, **stamp}
     drift_names = [c.name for c in records.DRIFT_COLUMNS]
     assert drifts.to_pylist() == [
         {name: d.get(name) for name in drift_names} for r in results for d in r.drifts
@@ -430,26 +433,18 @@ def test_write_results_writes_three_files_that_read_back_equal(sweeps: dict, tmp
     assert list(io.read_jsonl(out / "trajectories.jsonl.gz")) == [r.trajectory for r in results]
 
 
-def test_write_results_replaces_files_atomically(sweeps: dict, tmp_path: Path, monkeypatch) -> None:
+def test_write_results_replaces_files_atomically(sweeps: dict, tmp_path: Path) -> None:
     first = sweeps["naive_heuristic"][:2]
     write_results(tmp_path, first)
+    first_set = resultset.check(tmp_path)
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
 
-    # A failure while writing the trajectories leaves the old trajectory file and no temp file.
-    def broken(path: os.PathLike, objects: Any) -> int:
-        def write(f: Any) -> None:
-            f.write(b"partial")
-            raise OSError("disk full")
-
-        io.atomic_write(path, write)
-        return 0
-
-    monkeypatch.setattr(io, "write_jsonl_gz", broken)
-    with pytest.raises(OSError, match="disk full"):
-        write_results(tmp_path, sweeps["policy_aware_heuristic"])
-    assert (tmp_path / "trajectories.jsonl.gz").read_bytes() == before["trajectories.jsonl.gz"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before)
-    monkeypatch.undo()
+    # A trajectory that does not serialise fails the write after the tables were staged:
+    # nothing changes and no temporary file stays.
+    broken = [EpisodeResult(r.record, r.drifts, {**r.trajectory, "bad": {1, 2}}) for r in first]
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        write_results(tmp_path, broken)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
     # A complete rewrite replaces all three files and leaves nothing else.
     write_results(tmp_path, sweeps["policy_aware_heuristic"])
@@ -457,6 +452,7 @@ def test_write_results_replaces_files_atomically(sweeps: dict, tmp_path: Path, m
     assert len(list(io.read_jsonl(tmp_path / "trajectories.jsonl.gz"))) == len(
         sweeps["policy_aware_heuristic"]
     )
+    assert resultset.check(tmp_path) != first_set
 
 
 def test_write_results_with_infra_errors_keeps_nulls(tmp_path: Path) -> None:

@@ -147,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         git_sha=provenance.git_sha(),
     )
     progress_dir = out / "progress"
+    _remove_leftovers(out, progress_dir)
     finished: dict[int, EpisodeResult] = {}
     for position, cell in enumerate(cell_list):
         stored = _load_cell(progress_dir / _cell_name(cell))
@@ -177,6 +178,18 @@ def run(args: argparse.Namespace) -> int:
     from schemashift.cli.progress import report_outcome
 
     return report_outcome("eval", [r.record for r in results], args.out, f", {len(finished)} resumed")
+
+
+def _remove_leftovers(out: Path, progress_dir: Path) -> None:
+    """The temporary files a killed evaluation left: of the result set, eval.json and cells."""
+    import os
+
+    from schemashift.rollout import io, resultset
+
+    resultset.clean(out)
+    io.remove_stale_temps(out, ["eval.json"])
+    for directory, _, _ in os.walk(progress_dir):
+        io.remove_stale_temps(directory)
 
 
 def _cell_name(cell) -> str:

@@ -34,18 +34,23 @@ def run(args: argparse.Namespace) -> int:
     from schemashift.rollout.replay import ReplayError, replay, trajectory_actions
 
     tokens = None
-    if args.actions is not None:
-        if args.scenario is None:
-            raise CliError("--scenario is required with --actions")
-        ruleset, scenario, seed = args.ruleset or "legacy", args.scenario, args.seed or 0
-        actions = _read_action_lines(args.actions)
-    else:
-        trajectory = _select_trajectory(args)
-        ruleset, scenario, seed = trajectory["ruleset"], trajectory["scenario"], trajectory["seed"]
-        if args.ruleset is not None and args.ruleset != ruleset:
-            raise CliError(f"the trajectory was played under ruleset {ruleset!r}, not {args.ruleset!r}")
-        actions, tokens = trajectory_actions(trajectory)
+    if args.seed is not None:
+        _check_seed(args.seed, "--seed")
     try:
+        if args.actions is not None:
+            if args.scenario is None:
+                raise CliError("--scenario is required with --actions")
+            ruleset, scenario, seed = args.ruleset or "legacy", args.scenario, args.seed or 0
+            actions = _read_action_lines(args.actions)
+        else:
+            trajectory = _select_trajectory(args)
+            ruleset, scenario, seed = (trajectory.get(key) for key in ("ruleset", "scenario", "seed"))
+            if not (isinstance(ruleset, str) and isinstance(scenario, str)):
+                raise CliError(f"the trajectory in {args.trajectory} names no ruleset and scenario")
+            _check_seed(seed, f"the trajectory's seed in {args.trajectory}")
+            if args.ruleset is not None and args.ruleset != ruleset:
+                raise CliError(f"the trajectory was played under ruleset {ruleset!r}, not {args.ruleset!r}")
+            actions, tokens = trajectory_actions(trajectory)
         result = replay(ruleset, scenario, seed, actions, tokens)
     except (UnknownRuleset, UnknownScenario, ReplayError) as exc:
         raise CliError(str(exc)) from None
@@ -54,19 +59,36 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_seed(seed, what: str) -> None:
+    """Seeds are what the records hold (non-negative int64), whatever the ruleset."""
+    from schemashift.cli import CliError
+    from schemashift.cli.options import MAX_SEED
+
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
+        raise CliError(f"{what}: {seed!r} is not a seed (an integer from 0 to {MAX_SEED})")
+
+
 def _read_action_lines(path: str) -> list:
+    """One JSON value per non-blank line of a UTF-8 file; any line that is not one is an error
+    naming it."""
     import json
     import sys
 
     from schemashift.cli import CliError
 
     try:
-        handle = sys.stdin if path == "-" else open(path, encoding="utf-8")
+        handle = getattr(sys.stdin, "buffer", sys.stdin) if path == "-" else open(path, "rb")
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror}") from None
     actions = []
     with handle:
-        for number, line in enumerate(handle, start=1):
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+            except UnicodeDecodeError as exc:
+                raise CliError(
+                    f"{path} line {number}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+                ) from None
             if not line.strip():
                 continue
             try:
@@ -75,6 +97,10 @@ def _read_action_lines(path: str) -> list:
                 raise CliError(
                     f"{path} line {number}: malformed JSON ({exc.msg} at column {exc.colno})"
                 ) from None
+            except RecursionError:
+                raise CliError(f"{path} line {number}: JSON nested too deeply") from None
+            except ValueError as exc:  # e.g. an integer beyond Python's digit limit
+                raise CliError(f"{path} line {number}: unreadable JSON ({exc})") from None
     return actions
 
 

@@ -70,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    # every part reads through pandas (the workflow extra): fail here, naming it, if it is missing
+    import pandas  # noqa: F401
+
     from schemashift.cli import CliError
     from schemashift.report import ReportError, load
 

@@ -50,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from schemashift.cli.progress import Progress
     from schemashift.env.rulesets import UnknownRuleset, get_ruleset
     from schemashift.policies import UnknownPolicy, make_policy
+    from schemashift.rollout import resultset
     from schemashift.rollout.backends import make_backend
     from schemashift.rollout.runner import SweepContext, cells, run_sweep, write_results
 
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CliError(f"--out {args.out} exists and is not a directory")
+    resultset.clean(out)
     scenarios, seeds = cells_of(args, ruleset)
     cell_list = cells([ruleset.name], scenarios, seeds, args.samples)
     settings = {

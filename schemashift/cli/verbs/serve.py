@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 
 NAME = "serve"
@@ -14,19 +15,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--host", default="127.0.0.1", help="interface to bind; 0.0.0.0 exposes it (default: %(default)s)"
     )
     parser.add_argument("--port", type=int, default=8000, help="TCP port (default: %(default)s)")
+    # the environment is read by `run`, so that a bad value is an error there, not in --help
     parser.add_argument(
         "--max-sessions",
         type=int,
-        default=int(os.environ.get("SCHEMASHIFT_MAX_SESSIONS", 64)),
+        default=None,
         help="concurrent WebSocket sessions, and as many MCP sessions "
-        "(default: $SCHEMASHIFT_MAX_SESSIONS or 64; now %(default)s)",
+        "(default: $SCHEMASHIFT_MAX_SESSIONS or 64)",
     )
     parser.add_argument(
         "--session-timeout",
         type=float,
-        default=float(os.environ.get("SCHEMASHIFT_SESSION_TIMEOUT_S", 600.0)),
+        default=None,
         help="seconds after which an idle session is closed; 0 never closes "
-        "(default: $SCHEMASHIFT_SESSION_TIMEOUT_S or 600; now %(default)s)",
+        "(default: $SCHEMASHIFT_SESSION_TIMEOUT_S or 600)",
     )
     parser.add_argument(
         "--allow-origin",
@@ -39,13 +41,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _from_environment(name: str, kind: type, default: float) -> float:
+    from schemashift.cli import CliError
+
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    what = "an integer" if kind is int else "a finite number"
+    try:
+        value = kind(text)
+    except ValueError:
+        raise CliError(f"${name} is {text[:40]!r}, not {what}") from None
+    if not math.isfinite(value):
+        raise CliError(f"${name} is {text[:40]!r}, not {what}")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
     from schemashift.cli import CliError
 
+    if args.max_sessions is None:
+        args.max_sessions = _from_environment("SCHEMASHIFT_MAX_SESSIONS", int, 64)
+    if args.session_timeout is None:
+        args.session_timeout = _from_environment("SCHEMASHIFT_SESSION_TIMEOUT_S", float, 600.0)
     if args.max_sessions < 1:
         raise CliError(f"--max-sessions must be at least 1, got {args.max_sessions}")
     if args.session_timeout < 0:
         raise CliError(f"--session-timeout must not be negative, got {args.session_timeout}")
+    if not math.isfinite(args.session_timeout):
+        raise CliError(f"--session-timeout must be a finite number of seconds, got {args.session_timeout}")
     if not 0 < args.port < 65536:
         raise CliError(f"--port must be between 1 and 65535, got {args.port}")
     try:

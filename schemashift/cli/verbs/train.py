@@ -39,8 +39,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         with open(args.config, encoding="utf-8") as handle:
             config = yaml.safe_load(handle) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise CliError(f"cannot read config {args.config}: {exc}") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError, RecursionError) as exc:
+        # ValueError: an integer beyond Python's digit limit; RecursionError: nesting
+        raise CliError(f"cannot read config {args.config}: {type(exc).__name__}: {exc}") from None
+    if not isinstance(config, dict):
+        raise CliError(f"config {args.config} is not a mapping but {type(config).__name__}")
     overrides = {}
     if args.max_steps is not None:
         overrides["max_steps"] = args.max_steps
