@@ -7,6 +7,10 @@ trains with `GRPOTrainer` and the closed-loop `rollout_func`. Checkpoints land i
 `<out>/metrics.jsonl` as they happen and `<out>/metrics.parquet` at every save, and the run index
 `<out>/run.json` (the run's identity and its complete checkpoints) at every save. A run started
 again resumes from its last complete checkpoint and supersedes the metric rows logged after it.
+
+Every stack trains with the settings the run declares (`runs.grpo_kwargs`): the GRPOConfig the
+stack's trainer holds is compared with them before the first step, a difference is an error,
+and the effective settings are recorded in `<out>/effective_settings.json`.
 """
 
 from __future__ import annotations
@@ -26,9 +30,18 @@ from schemashift.train.checkpoints import (
     write_manifest,
 )
 from schemashift.train.metrics import MetricsLog, write_go_no_go
-from schemashift.train.runs import TrainRun, grpo_kwargs, lora_kwargs, resolve_run
+from schemashift.train.runs import (
+    SettingsChanged,
+    TrainRun,
+    check_effective_settings,
+    engine_length,
+    grpo_kwargs,
+    lora_kwargs,
+    resolve_run,
+)
 
 DONE_NAME = "train.done.json"
+EFFECTIVE_SETTINGS = "effective_settings.json"
 
 
 class TrainingError(RuntimeError):
@@ -123,7 +136,7 @@ def _load_model(run: TrainRun, stack: str, use_cpu: bool):
         from unsloth import FastLanguageModel  # must precede transformers/peft imports
 
         model, tokenizer = FastLanguageModel.from_pretrained(
-            run.base_model, load_in_4bit=run["load_in_4bit"], max_seq_length=run["max_prompt_tokens"] * 2
+            run.base_model, load_in_4bit=run["load_in_4bit"], max_seq_length=engine_length(run)
         )
         model = FastLanguageModel.get_peft_model(
             model, **{k: v for k, v in lora_kwargs(run).items() if k != "task_type"}
@@ -225,6 +238,12 @@ def train(
 
     use_cpu = not torch.cuda.is_available()
     model, tokenizer, peft_config = _load_model(run, stack, use_cpu)
+    positions = getattr(model.config, "max_position_embeddings", None)
+    if positions is not None and engine_length(run) > positions:
+        raise TrainingError(
+            f"max_prompt_tokens + max_turn_tokens = {engine_length(run)} exceeds the "
+            f"{positions} positions of {run.base_model}; lower max_prompt_tokens"
+        )
     if run["sft_steps"] > 0 and peft_config is not None:
         model, peft_config = _warm_start(model, tokenizer, run, peft_config, out), None
 
@@ -252,6 +271,7 @@ def train(
         backend=env_backend,
         context=context,
         generation_config=getattr(model, "generation_config", None),
+        max_prompt_tokens=run["max_prompt_tokens"],
     )
     metrics = MetricsLog(out, run.name)
     if previous:
@@ -269,7 +289,8 @@ def train(
         "git_sha": git_sha,
         "settings": run.settings,
     }
-    args = GRPOConfig(**grpo_kwargs(run, str(out), use_cpu=use_cpu, use_vllm=stack == "vllm"))
+    declared = grpo_kwargs(run, str(out), use_cpu=use_cpu, use_vllm=stack == "vllm")
+    args = GRPOConfig(**declared)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[reward_function(run.reward)],
@@ -280,6 +301,12 @@ def train(
         rollout_func=rollout,
         callbacks=[_callback_class()(run, out, rollout, metrics, facts)],
     )
+    try:
+        effective = check_effective_settings(declared, trainer.args)
+    except SettingsChanged as error:
+        raise TrainingError(f"{stack}: {error}") from error
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / EFFECTIVE_SETTINGS, {"backend": stack, "settings": effective})
     trainer.train(resume_from_checkpoint=str(previous[1]) if previous else None)
     return _finish(out, run)
 
