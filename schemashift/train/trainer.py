@@ -135,8 +135,13 @@ def _load_model(run: TrainRun, stack: str, use_cpu: bool):
     if stack == "unsloth":
         from unsloth import FastLanguageModel  # must precede transformers/peft imports
 
+        # the named model itself (not a pre-quantised unsloth/ copy an offline cache lacks), and
+        # a sequence length the budget rule keeps every trained sequence within
         model, tokenizer = FastLanguageModel.from_pretrained(
-            run.base_model, load_in_4bit=run["load_in_4bit"], max_seq_length=engine_length(run)
+            run.base_model,
+            load_in_4bit=run["load_in_4bit"],
+            max_seq_length=engine_length(run),
+            use_exact_model_name=True,
         )
         model = FastLanguageModel.get_peft_model(
             model, **{k: v for k, v in lora_kwargs(run).items() if k != "task_type"}
@@ -244,7 +249,12 @@ def train(
             f"max_prompt_tokens + max_turn_tokens = {engine_length(run)} exceeds the "
             f"{positions} positions of {run.base_model}; lower max_prompt_tokens"
         )
-    if run["sft_steps"] > 0 and peft_config is not None:
+    if run["sft_steps"] > 0:
+        if peft_config is None:
+            raise TrainingError(
+                f"sft_steps {run['sft_steps']}: the warm start is not implemented for the {stack} stack "
+                f"(its model arrives with its adapter); set sft_steps 0 or use the transformers or vllm stack"
+            )
         model, peft_config = _warm_start(model, tokenizer, run, peft_config, out), None
 
     from datasets import Dataset
