@@ -193,7 +193,6 @@ class ClosedLoopRollout:
             no_repeat_ngram_size=0,
             encoder_repetition_penalty=1.0,
             encoder_no_repeat_ngram_size=0,
-            min_length=0,
             min_new_tokens=0,
             suppress_tokens=[],
             begin_suppress_tokens=[],
