@@ -4,6 +4,7 @@ saved, evaluated and resumed; figures printed; a non-zero exit on any failure.
     python benchmarks/train_gpu_smoke.py --stack transformers [--steps 3] [--model DIR] [--workdir DIR]
     python benchmarks/train_gpu_smoke.py --stack transformers --cpu     # the same check on CPU (CI)
 
+A two-step supervised warm start, which must run on the training device, precedes GRPO.
 The tiny model trains on its own curriculum (v1 `customer_lookup` at its training seeds), so the
 rewards of a group differ and loss and gradient are not zero. The run stops after `steps - 1`
 steps (a checkpoint per step), that checkpoint is evaluated (one episode through evaluation's
@@ -43,6 +44,9 @@ def _config(model: Path, steps: int, stack: str) -> dict:
         "warmup_steps": 0,
         "load_in_4bit": False,
         "go_no_go_step": 1,
+        # a short supervised warm start, which must run on the training device
+        "sft_steps": 2,
+        "sft_seeds": 1,
     }
     spec = {
         "base_model": str(model),
@@ -114,6 +118,10 @@ def check(stack: str, model: Path, workdir: Path, steps: int, device: str) -> li
         failures.append("the adapter did not move")
     if not (out / "train.done.json").exists():
         failures.append("no train.done.json after the resumed run")
+    warm = json.loads((out / "sft-adapter" / "sft.json").read_text())
+    print(f"warm start: {warm['steps']} steps on {warm['device']}")
+    if warm["device"].split(":")[0] != device:
+        failures.append(f"the warm start ran on {warm['device']}, not {device}")
     settings = json.loads((out / EFFECTIVE_SETTINGS).read_text())
     print(f"effective settings recorded for {settings['backend']}: optim {settings['settings']['optim']}")
     return failures

@@ -204,6 +204,7 @@ def _warm_start(model: Any, tokenizer: Any, run: TrainRun, peft_config: Any, out
             "first_loss": result.first_loss,
             "last_loss": result.last_loss,
             "examples": len(examples),
+            "device": str(next(model.parameters()).device),
         },
     )
     shutil.rmtree(saved, ignore_errors=True)
