@@ -25,14 +25,20 @@ WORKDIR /opt/schemashift
 COPY pyproject.toml README.md ./
 COPY schemashift ./schemashift
 
-# torch first, so that no extra pulls a different build; then the stack's pinned extra.
+# torch first, then the stack's pinned extra under a constraint that holds torch at its pin: an
+# extra whose own requirements want another torch (Unsloth's do) fails the build instead of
+# silently replacing it; the check after the install confirms the torch that is there.
 RUN case "$STACK" in unsloth|vllm) ;; *) echo "STACK must be unsloth or vllm, got '$STACK'" >&2; exit 1 ;; esac \
     && pip install --upgrade pip \
+    && echo "torch==2.13.0" > /opt/torch-constraint.txt \
     && pip install "torch==2.13.0" \
-    && pip install ".[${STACK}]" \
+    && pip install -c /opt/torch-constraint.txt ".[${STACK}]" \
+    && python -c "import torch; assert torch.__version__.split('+')[0] == '2.13.0', torch.__version__" \
     && python -c "import schemashift, trl, peft, transformers; print('stack ok')"
 
-RUN useradd --create-home --uid 1000 trainer
+# CUDA's Ubuntu bases already have a user with uid 1000 (ubuntu): it gives way to ours.
+RUN if getent passwd 1000 > /dev/null; then userdel "$(getent passwd 1000 | cut -d: -f1)"; fi \
+    && useradd --create-home --uid 1000 trainer
 USER trainer
 ENV HF_HOME=/home/trainer/.cache/huggingface
 ENTRYPOINT ["schemashift"]

@@ -16,6 +16,19 @@ rendering of the evaluation conversation, and the model is trained exactly as it
 
 Episodes are bookkept by the rollout runner's episode class, so each rollout yields the same
 episode record as an evaluation; rewards are computed from that record (`schemashift.train.rewards`).
+
+Sampling is the run's temperature and nothing else (`train.runs.sampling_settings`), in the
+rollout, in TRL's scoring and in evaluation; the model's own generation config (a repetition
+penalty, a top-k) is not inherited. With vLLM the rollout returns the engine's log-probability
+of each model token (0.0 for the environment's, which `env_mask` keeps out of the correction),
+which TRL's importance-sampling correction compares with the trained model's.
+
+The prompt budget is evaluation's: with `max_prompt_tokens` set, a conversation beyond it has
+its oldest turns summarised. From that turn on the prompt is no longer a continuation of the
+sequence, so the sequence (what TRL trains on) ends there while the episode plays on, exactly
+as evaluation would play it, to its end and its reward. A prompt still beyond the budget with
+every earlier turn summarised (a long latest turn) cuts the episode off there, as a turn limit
+would: the engine could not take it.
 """
 
 from __future__ import annotations
@@ -28,6 +41,7 @@ from schemashift.policies.llm.turn_end import end_of_turn_ids
 from schemashift.rollout.runner import SweepContext
 from schemashift.train.dataset import EPISODE_FIELD
 from schemashift.train.rewards import episode_reward, reward_components
+from schemashift.train.runs import sampling_settings
 from schemashift.train.turns import TurnLoop
 
 
@@ -41,14 +55,21 @@ def _plain(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 @dataclass
 class _Play:
-    """One rollout episode: its turn loop and token sequence."""
+    """One rollout episode: its turn loop and token sequence (recorded until the prompt budget
+    summarises earlier turns; `summarised` then holds the prompt the next turn continues)."""
 
     loop: TurnLoop
     rendered: str
     prompt_ids: list[int]
     completion_ids: list[int] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
+    logprobs: list[float | None] = field(default_factory=list)
     model_tokens: int = 0
+    summarised: list[int] | None = None
+
+    def context(self) -> list[int]:
+        """The tokens the next turn continues."""
+        return self.summarised if self.summarised is not None else self.prompt_ids + self.completion_ids
 
 
 class ClosedLoopRollout:
@@ -69,12 +90,14 @@ class ClosedLoopRollout:
         backend: str = "inprocess",
         context: SweepContext | None = None,
         generation_config: Any = None,
+        max_prompt_tokens: int | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.reward = reward
         self.max_turn_tokens = max_turn_tokens
         self.max_turns = max_turns
         self.temperature = temperature
+        self.max_prompt_tokens = max_prompt_tokens
         self.backend_spec = backend
         self.context = context or SweepContext(run_id=uuid.uuid4().hex, policy="grpo-rollout")
         #: outcome rows of the episodes played since the last `drain()` (for the training metrics)
@@ -93,28 +116,47 @@ class ClosedLoopRollout:
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    def _count(self, messages: list[dict[str, Any]]) -> int:
+        return len(self._encode(self._render(messages)))
+
     # -- the episodes --------------------------------------------------------------------------------
     def _open(self, prompt: list[dict[str, Any]]) -> _Play:
         key = prompt[0].get(EPISODE_FIELD)
         if not key:
             raise ValueError(f"rollout prompt lacks its {EPISODE_FIELD!r} field; build it with train.dataset")
-        loop = TurnLoop(key, self.context, max_turns=self.max_turns, backend=self.backend_spec)
+        loop = TurnLoop(
+            key,
+            self.context,
+            max_turns=self.max_turns,
+            backend=self.backend_spec,
+            max_prompt_tokens=self.max_prompt_tokens,
+            count_tokens=self._count,
+        )
         rendered = self._render(loop.conversation.messages())
         if rendered != self._render(prompt):
             raise ValueError(f"episode {key}: the dataset prompt no longer matches the environment's opening")
         return _Play(loop, rendered, self._encode(rendered))
 
-    def _step(self, play: _Play, generated: list[int]) -> None:
+    def _step(self, play: _Play, generated: list[int], logprobs: list[float | None] | None) -> None:
         """Apply one generated turn and append the environment's answer to the sequence."""
         tokenizer = self.tokenizer
         text = tokenizer.decode(generated, skip_special_tokens=True)
-        play.completion_ids += generated
-        play.env_mask += [1] * len(generated)
+        usage = (len(play.context()), len(generated))
+        if play.summarised is None:
+            play.completion_ids += generated
+            play.env_mask += [1] * len(generated)
+            play.logprobs += logprobs if logprobs is not None else [0.0] * len(generated)
         play.model_tokens += len(generated)
-        usage = (len(play.prompt_ids) + len(play.completion_ids) - len(generated), len(generated))
         if not play.loop.take(text, usage):
             return
-        rendered = self._render(play.loop.conversation.messages())
+        conversation = play.loop.conversation
+        rendered = self._render(conversation.messages())
+        if self.max_prompt_tokens is not None and len(self._encode(rendered)) > self.max_prompt_tokens:
+            play.loop.cut_off()
+            return
+        if play.summarised is not None or conversation.dropped:
+            play.summarised = self._encode(rendered)
+            return
         before = play.rendered + text
         if not rendered.startswith(before):
             raise TemplateError("the chat template changed earlier turns when a turn was added")
@@ -126,14 +168,55 @@ class ClosedLoopRollout:
         ids = self._encode(segment)
         play.completion_ids += ids
         play.env_mask += [0] * len(ids)
+        play.logprobs += [0.0] * len(ids)
         play.rendered = rendered
 
-    def _generate(self, model: Any, sequences: list[list[int]]) -> list[list[int]]:
-        """One turn for every running episode: vLLM's engine where the trainer has one (its
+    def generation_config(self) -> Any:
+        """The transformers generation settings of a turn: `sampling_settings` with every other
+        logits processor set to its neutral value, so none is filled in from the model's own
+        generation config (transformers fills the fields left None from it)."""
+        from transformers import GenerationConfig
+
+        sampling = sampling_settings(self.temperature)
+        sampled = sampling["temperature"] > 0
+        return GenerationConfig(
+            max_new_tokens=self.max_turn_tokens,
+            do_sample=sampled,
+            temperature=sampling["temperature"] if sampled else 1.0,
+            top_p=sampling["top_p"],
+            top_k=sampling["top_k"],
+            min_p=sampling["min_p"],
+            repetition_penalty=sampling["repetition_penalty"],
+            typical_p=1.0,
+            epsilon_cutoff=0.0,
+            eta_cutoff=0.0,
+            no_repeat_ngram_size=0,
+            encoder_repetition_penalty=1.0,
+            encoder_no_repeat_ngram_size=0,
+            min_new_tokens=0,
+            suppress_tokens=[],
+            begin_suppress_tokens=[],
+            renormalize_logits=False,
+            num_beams=1,
+            eos_token_id=sorted(self._stop_ids),
+            pad_token_id=self.tokenizer.pad_token_id,
+        )
+
+    def _generate(
+        self, model: Any, sequences: list[list[int]]
+    ) -> tuple[list[list[int]], list[list[float | None]] | None]:
+        """One turn for every running episode, with the sampled tokens' log-probabilities where
+        the engine gives them: vLLM's engine where the trainer has one (its
         `max_completion_length` is the per-turn limit), else the model's own `generate`."""
         if self._vllm is not None:
-            _, completions, _, _ = self._vllm.generate(prompts=sequences, images=None, num_generations=1)
-            return [self._cut(list(row)) for row in completions]
+            _, completions, logprobs, _ = self._vllm.generate(
+                prompts=sequences, images=None, num_generations=1
+            )
+            turns = [self._cut(list(row)) for row in completions]
+            # one entry per token: the sampled token's log-probability first (`logprobs=0`)
+            return turns, [
+                [top[0] for top in row[: len(turn)]] for row, turn in zip(logprobs, turns, strict=True)
+            ]
         import torch
 
         pad = self.tokenizer.pad_token_id
@@ -144,17 +227,9 @@ class ClosedLoopRollout:
         )
         with torch.no_grad():
             output = model.generate(
-                input_ids=input_ids,
-                attention_mask=attention,
-                max_new_tokens=self.max_turn_tokens,
-                do_sample=self.temperature > 0,
-                temperature=self.temperature if self.temperature > 0 else None,
-                top_p=1.0,
-                top_k=0,
-                eos_token_id=sorted(self._stop_ids),
-                pad_token_id=pad,
+                input_ids=input_ids, attention_mask=attention, generation_config=self.generation_config()
             )
-        return [self._cut(row) for row in output[:, width:].tolist()]
+        return [self._cut(row) for row in output[:, width:].tolist()], None
 
     def _cut(self, row: list[int]) -> list[int]:
         """The turn up to and including its first stop token."""
@@ -168,9 +243,9 @@ class ClosedLoopRollout:
             running = [p for p in plays if p.loop.running]
             if not running:
                 break
-            generated = self._generate(model, [p.prompt_ids + p.completion_ids for p in running])
-            for play, tokens in zip(running, generated, strict=True):
-                self._step(play, tokens)
+            generated, logprobs = self._generate(model, [p.context() for p in running])
+            for i, (play, tokens) in enumerate(zip(running, generated, strict=True)):
+                self._step(play, tokens, None if logprobs is None else logprobs[i])
         outcomes, ended = [], []
         for play in plays:
             record, done, reward = play.loop.finish(self.reward)
@@ -188,7 +263,7 @@ class ClosedLoopRollout:
         return {
             "prompt_ids": [p.prompt_ids for p in plays],
             "completion_ids": [p.completion_ids for p in plays],
-            "logprobs": None,
+            "logprobs": [p.logprobs for p in plays] if self._vllm is not None else None,
             "env_mask": [p.env_mask for p in plays],
             "outcome": outcomes,
             "ended": ended,

@@ -39,6 +39,13 @@ DEFAULTS: dict[str, Any] = {
     "beta": 0.01,
     "max_grad_norm": 1.0,
     "temperature": 1.0,
+    # The optimizer and the clipping range, declared so that no stack picks its own (Unsloth's
+    # GRPOConfig would swap in adamw_8bit, a weight decay and DAPO's epsilon_high 0.28).
+    "optim": "adamw_torch",
+    "weight_decay": 0.0,
+    "epsilon": 0.2,
+    "epsilon_high": 0.2,
+    "mask_truncated_completions": False,
     "logging_steps": 1,
     "seed": 0,
     # Tokens the model may generate in one turn, and turns per rollout episode: null is each
@@ -50,6 +57,11 @@ DEFAULTS: dict[str, Any] = {
     "load_in_4bit": True,
     "backend": "auto",
     "vllm_gpu_memory_utilization": 0.3,
+    # vLLM's importance-sampling correction of the trainer/engine mismatch: per token, truncated
+    # at the cap (a per-episode ratio is a product over every model token of a long multi-turn
+    # episode and leaves any clip range, masking out exactly the long episodes).
+    "vllm_importance_sampling_mode": "token_truncate",
+    "vllm_importance_sampling_clip_max": 3.0,
     # Supervised warm start of the LoRA adapter on oracle trajectories of the run's ruleset and
     # split before GRPO (0 = none): steps, learning rate, and how many seeds per scenario.
     "sft_steps": 0,
@@ -259,8 +271,26 @@ def lora_kwargs(run: TrainRun) -> dict[str, Any]:
     }
 
 
+def sampling_settings(temperature: float) -> dict[str, Any]:
+    """How every turn is sampled: the temperature alone, every other filter off. The rollout,
+    TRL's scoring (which divides the logits by the temperature and applies nothing else) and
+    vLLM all use these values, and evaluation's sampler applies the temperature only."""
+    return {"temperature": temperature, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0}
+
+
+def sampling_kwargs(run: TrainRun) -> dict[str, Any]:
+    return sampling_settings(run["temperature"])
+
+
+def engine_length(run: TrainRun) -> int:
+    """Tokens the generation engine must hold: the prompt budget and one turn (evaluation's rule,
+    `max_prompt_tokens = context_length - max_new_tokens`, read the other way round)."""
+    return run["max_prompt_tokens"] + run["max_turn_tokens"]
+
+
 def grpo_kwargs(run: TrainRun, output_dir: str, *, use_cpu: bool, use_vllm: bool) -> dict[str, Any]:
-    """Keyword arguments of TRL's GRPOConfig for the run (checked against TRL 1.16's fields)."""
+    """Keyword arguments of TRL's GRPOConfig for the run (checked against TRL 1.16's fields):
+    the declared settings, which `check_effective_settings` holds every stack to."""
     kwargs: dict[str, Any] = {
         "output_dir": output_dir,
         "learning_rate": run["learning_rate"],
@@ -275,7 +305,9 @@ def grpo_kwargs(run: TrainRun, output_dir: str, *, use_cpu: bool, use_vllm: bool
         "loss_type": run["loss_type"],
         "beta": run["beta"],
         "max_grad_norm": run["max_grad_norm"],
-        "temperature": run["temperature"],
+        **sampling_kwargs(run),
+        **{key: run[key] for key in ("optim", "weight_decay", "epsilon", "epsilon_high")},
+        "mask_truncated_completions": run["mask_truncated_completions"],
         "logging_steps": run["logging_steps"],
         "seed": run["seed"],
         # Per turn: the closed-loop rollout generates one turn per call (vLLM reads this limit).
@@ -290,6 +322,10 @@ def grpo_kwargs(run: TrainRun, output_dir: str, *, use_cpu: bool, use_vllm: bool
     if use_vllm:
         kwargs["vllm_mode"] = "colocate"
         kwargs["vllm_gpu_memory_utilization"] = run["vllm_gpu_memory_utilization"]
+        kwargs["vllm_max_model_length"] = engine_length(run)
+        kwargs["vllm_importance_sampling_correction"] = True
+        kwargs["vllm_importance_sampling_mode"] = run["vllm_importance_sampling_mode"]
+        kwargs["vllm_importance_sampling_clip_max"] = run["vllm_importance_sampling_clip_max"]
     if run["push_to_hub"]:
         kwargs["hub_model_id"] = run["hub_model_id"]
     if run["report_to"] == "trackio":
@@ -297,3 +333,32 @@ def grpo_kwargs(run: TrainRun, output_dir: str, *, use_cpu: bool, use_vllm: bool
         kwargs["project"] = f"schemashift-{run.name}"
         kwargs["trackio_space_id"] = None
     return kwargs
+
+
+class SettingsChanged(RuntimeError):
+    """A training stack changed a setting the run declares."""
+
+
+def _comparable(key: str, value: Any) -> Any:
+    """A config value as plain data: enums by their value, `report_to` as a list."""
+    value = getattr(value, "value", value)
+    if key == "report_to":
+        return [] if value in (None, "none", []) else [value] if isinstance(value, str) else list(value)
+    return value
+
+
+def check_effective_settings(declared: dict[str, Any], args: Any) -> dict[str, Any]:
+    """The settings `args` (the GRPOConfig a stack trains with) holds for every declared key;
+    raises `SettingsChanged` naming each one that differs from the declared value."""
+    effective = {key: _comparable(key, getattr(args, key, None)) for key in declared}
+    changed = {
+        key: {"declared": _comparable(key, value), "effective": effective[key]}
+        for key, value in declared.items()
+        if _comparable(key, value) != effective[key]
+    }
+    if changed:
+        raise SettingsChanged(
+            f"the training stack changed declared settings {changed}; set them in the run (if the "
+            f"stack needs them) or keep the stack from overriding them"
+        )
+    return effective

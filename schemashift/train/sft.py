@@ -110,6 +110,18 @@ class SftResult:
     tokens: int
 
 
+def to_training_device(model: Any, device: str | None = None) -> Any:
+    """Move `model` to `device` (default: the GPU where there is one) and return that device; a
+    quantised model stays where loading placed it (it cannot be moved)."""
+    import torch
+
+    if getattr(model, "is_quantized", False) or getattr(model, "is_loaded_in_4bit", False):
+        return next(model.parameters()).device
+    target = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model.to(target)
+    return target
+
+
 def train_loop(
     model: Any,
     examples: Sequence[tuple[list[int], list[int]]],
@@ -120,15 +132,17 @@ def train_loop(
     max_seconds: float | None = None,
     warmup: int = 10,
     log: Callable[[str], None] | None = None,
+    device: str | None = None,
 ) -> SftResult:
-    """Plain AdamW over single conversations (warmup, cosine decay, clipping at 1.0)."""
+    """Plain AdamW over single conversations (warmup, cosine decay, clipping at 1.0), on
+    `device` (default: the GPU where there is one), wherever the model was loaded."""
     import torch
 
     if steps < 1 or not examples:
         raise ValueError("sft needs at least one step and one example")
     torch.manual_seed(seed)
     order = random.Random(seed)
-    device = next(model.parameters()).device
+    device = to_training_device(model, device)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
 
@@ -225,6 +239,7 @@ def sft(
         seed=seed,
         max_seconds=max_seconds,
         log=log,
+        device=str(dev),
     )
 
 
@@ -250,6 +265,7 @@ def sft_model(
     seed: int = 0,
     max_seconds: float | None = None,
     log: Callable[[str], None] | None = None,
+    device: str | None = None,
 ) -> dict[str, Any]:
     seeds = (
         {name: list(values) for name, values in seeds.items()} if isinstance(seeds, Mapping) else list(seeds)
@@ -264,7 +280,9 @@ def sft_model(
     conversations = oracle_conversations(rulesets, seeds, scenarios)
     stops = end_of_turn_ids(tokenizer, getattr(model, "generation_config", None))
     examples = [encode_conversation(tokenizer, messages, stops) for messages in conversations]
-    result = train_loop(model, examples, steps=steps, lr=lr, seed=seed, max_seconds=max_seconds, log=log)
+    result = train_loop(
+        model, examples, steps=steps, lr=lr, seed=seed, max_seconds=max_seconds, log=log, device=device
+    )
     manifest = {
         "kind": "lora" if lora else "full",
         "base_model": base_model,

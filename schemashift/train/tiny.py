@@ -177,6 +177,7 @@ def build_tiny_model(
             seed=seed,
             max_seconds=max_seconds,
             log=log,
+            device="cpu",  # built the same on every machine
         )
     finally:
         torch.set_num_threads(threads)

@@ -7,6 +7,10 @@ trains with `GRPOTrainer` and the closed-loop `rollout_func`. Checkpoints land i
 `<out>/metrics.jsonl` as they happen and `<out>/metrics.parquet` at every save, and the run index
 `<out>/run.json` (the run's identity and its complete checkpoints) at every save. A run started
 again resumes from its last complete checkpoint and supersedes the metric rows logged after it.
+
+Every stack trains with the settings the run declares (`runs.grpo_kwargs`): the GRPOConfig the
+stack's trainer holds is compared with them before the first step, a difference is an error,
+and the effective settings are recorded in `<out>/effective_settings.json`.
 """
 
 from __future__ import annotations
@@ -26,9 +30,18 @@ from schemashift.train.checkpoints import (
     write_manifest,
 )
 from schemashift.train.metrics import MetricsLog, write_go_no_go
-from schemashift.train.runs import TrainRun, grpo_kwargs, lora_kwargs, resolve_run
+from schemashift.train.runs import (
+    SettingsChanged,
+    TrainRun,
+    check_effective_settings,
+    engine_length,
+    grpo_kwargs,
+    lora_kwargs,
+    resolve_run,
+)
 
 DONE_NAME = "train.done.json"
+EFFECTIVE_SETTINGS = "effective_settings.json"
 
 
 class TrainingError(RuntimeError):
@@ -122,8 +135,13 @@ def _load_model(run: TrainRun, stack: str, use_cpu: bool):
     if stack == "unsloth":
         from unsloth import FastLanguageModel  # must precede transformers/peft imports
 
+        # the named model itself (not a pre-quantised unsloth/ copy an offline cache lacks), and
+        # a sequence length the budget rule keeps every trained sequence within
         model, tokenizer = FastLanguageModel.from_pretrained(
-            run.base_model, load_in_4bit=run["load_in_4bit"], max_seq_length=run["max_prompt_tokens"] * 2
+            run.base_model,
+            load_in_4bit=run["load_in_4bit"],
+            max_seq_length=engine_length(run),
+            use_exact_model_name=True,
         )
         model = FastLanguageModel.get_peft_model(
             model, **{k: v for k, v in lora_kwargs(run).items() if k != "task_type"}
@@ -186,6 +204,7 @@ def _warm_start(model: Any, tokenizer: Any, run: TrainRun, peft_config: Any, out
             "first_loss": result.first_loss,
             "last_loss": result.last_loss,
             "examples": len(examples),
+            "device": str(next(model.parameters()).device),
         },
     )
     shutil.rmtree(saved, ignore_errors=True)
@@ -225,7 +244,18 @@ def train(
 
     use_cpu = not torch.cuda.is_available()
     model, tokenizer, peft_config = _load_model(run, stack, use_cpu)
-    if run["sft_steps"] > 0 and peft_config is not None:
+    positions = getattr(model.config, "max_position_embeddings", None)
+    if positions is not None and engine_length(run) > positions:
+        raise TrainingError(
+            f"max_prompt_tokens + max_turn_tokens = {engine_length(run)} exceeds the "
+            f"{positions} positions of {run.base_model}; lower max_prompt_tokens"
+        )
+    if run["sft_steps"] > 0:
+        if peft_config is None:
+            raise TrainingError(
+                f"sft_steps {run['sft_steps']}: the warm start is not implemented for the {stack} stack "
+                f"(its model arrives with its adapter); set sft_steps 0 or use the transformers or vllm stack"
+            )
         model, peft_config = _warm_start(model, tokenizer, run, peft_config, out), None
 
     from datasets import Dataset
@@ -252,6 +282,7 @@ def train(
         backend=env_backend,
         context=context,
         generation_config=getattr(model, "generation_config", None),
+        max_prompt_tokens=run["max_prompt_tokens"],
     )
     metrics = MetricsLog(out, run.name)
     if previous:
@@ -269,7 +300,8 @@ def train(
         "git_sha": git_sha,
         "settings": run.settings,
     }
-    args = GRPOConfig(**grpo_kwargs(run, str(out), use_cpu=use_cpu, use_vllm=stack == "vllm"))
+    declared = grpo_kwargs(run, str(out), use_cpu=use_cpu, use_vllm=stack == "vllm")
+    args = GRPOConfig(**declared)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[reward_function(run.reward)],
@@ -280,6 +312,12 @@ def train(
         rollout_func=rollout,
         callbacks=[_callback_class()(run, out, rollout, metrics, facts)],
     )
+    try:
+        effective = check_effective_settings(declared, trainer.args)
+    except SettingsChanged as error:
+        raise TrainingError(f"{stack}: {error}") from error
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / EFFECTIVE_SETTINGS, {"backend": stack, "settings": effective})
     trainer.train(resume_from_checkpoint=str(previous[1]) if previous else None)
     return _finish(out, run)
 

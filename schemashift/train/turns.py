@@ -14,7 +14,7 @@ here cuts episodes off (`ended` False), and the rewards pay such an episode noth
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from schemashift.env.rulesets import get_ruleset
@@ -32,6 +32,8 @@ class TurnLoop:
 
     `conversation` holds what the model sees next (the environment's answer is added after every
     turn that leaves the episode running). `max_turns` None: the scenario's step limit.
+    `max_prompt_tokens` and `count_tokens` are evaluation's prompt budget: beyond it the oldest
+    turns are summarised, as `policies.llm.format.Conversation` does for a model policy.
     """
 
     def __init__(
@@ -41,6 +43,8 @@ class TurnLoop:
         *,
         max_turns: int | None = None,
         backend: str = "inprocess",
+        max_prompt_tokens: int | None = None,
+        count_tokens: Callable[[list[dict[str, str]]], int] | None = None,
     ) -> None:
         ruleset_name, scenario, seed = parse_episode_key(key)
         ruleset = get_ruleset(ruleset_name)
@@ -49,7 +53,10 @@ class TurnLoop:
         self.drift_kinds = tuple(ruleset.drift_kinds)
         self.episode = EpisodeRecorder(make_backend(backend), Cell(ruleset_name, scenario, seed), context)
         self.observation = self.episode.start()
-        self.conversation = Conversation.for_ruleset(ruleset, self.observation)
+        budget = {"max_prompt_tokens": max_prompt_tokens}
+        if count_tokens is not None:
+            budget["count_tokens"] = count_tokens
+        self.conversation = Conversation.for_ruleset(ruleset, self.observation, **budget)
         self.limit = int(self.observation["max_steps"]) if max_turns is None else max_turns
         self.turns = 0
 
@@ -74,6 +81,10 @@ class TurnLoop:
         if self.running:
             self.conversation.add_turn(text, self.observation)
         return self.running
+
+    def cut_off(self) -> None:
+        """Take no further turn (the next prompt does not fit the budget even summarised)."""
+        self.limit = self.turns
 
     def finish(self, reward: str) -> tuple[dict[str, Any], bool, float]:
         """The episode's record, whether the environment ended it, and its `reward` variant."""

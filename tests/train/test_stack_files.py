@@ -41,5 +41,10 @@ def test_training_image_installs_the_stack_extras_it_allows():
     assert re.search(r"^ARG CUDA_IMAGE=\S*cuda\S*$", text, re.M)
     allowed = re.search(r'case "\$STACK" in ([\w|]+)\)', text).group(1).split("|")
     assert sorted(allowed) == sorted(STACKS)
-    assert 'pip install ".[${STACK}]"' in text and '"torch==2.13.0"' in text
+    assert '"torch==2.13.0"' in text
+    # the extras install under a constraint file that holds torch at the pin
+    constraint = re.search(r'pip install -c (\S+) "\.\[\$\{STACK\}\]"', text).group(1)
+    assert f'echo "torch==2.13.0" > {constraint}' in text
+    # uid 1000 is taken on CUDA's Ubuntu bases: freed before useradd claims it
+    assert text.index("getent passwd 1000") < text.index("useradd --create-home --uid 1000")
     assert re.search(r"^USER \w+$", text, re.M), "runs as a non-root user"

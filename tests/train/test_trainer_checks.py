@@ -55,3 +55,14 @@ def test_the_train_command_reports_config_errors_clearly(tmp_path, capsys):
     config.write_text("train:\n  runs: {}\n")
     assert main(["train", "--config", str(config), "--run", "nope", "--out", str(tmp_path / "o")]) != 0
     assert "no training run 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.model
+@pytest.mark.timeout(300)
+def test_an_engine_longer_than_the_models_positions_is_refused(tiny_model, tmp_path):
+    """Unsloth would stretch RoPE to fit it (the trained model is then not the evaluated one)."""
+    spec = _config(backend="transformers", max_prompt_tokens=4096, max_turn_tokens=128)
+    spec["train"]["runs"]["r"]["base_model"] = str(tiny_model)
+    with pytest.raises(TrainingError, match="exceeds the 4096 positions"):
+        train(spec, "r", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
