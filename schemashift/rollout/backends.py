@@ -4,6 +4,8 @@ same sweep can run in-process (default, fastest) or against a server (the remote
 from __future__ import annotations
 
 import json
+import random
+import time
 from typing import Any, Protocol
 
 from schemashift.env.actions import SUBOBJECT, InvalidAction
@@ -88,10 +90,20 @@ REMOTE_ERRORS: dict[str, type[Exception]] = {
     "ValueError": ValueError,
 }
 _ACTION_KEYS = frozenset({"type", *SUBOBJECT.values()})
+#: how long a remote reset waits for a full server to free a session, and its backoff's bounds
+CAPACITY_WAIT_S = 60.0
+CAPACITY_FIRST_DELAY_S = 0.25
+CAPACITY_MAX_DELAY_S = 8.0
+#: error codes after which the server has closed the connection
+SESSION_ENDING_CODES = frozenset({"CAPACITY_REACHED", "FACTORY_ERROR", "SESSION_ERROR", "SESSION_TIMEOUT"})
 
 
 class RemoteError(RuntimeError):
     """The server refused a request for a reason the in-process environment has no exception for."""
+
+
+class CapacityReached(RemoteError):
+    """The server holds as many sessions as it allows (error code CAPACITY_REACHED)."""
 
 
 class RemoteBackend:
@@ -105,10 +117,18 @@ class RemoteBackend:
 
     name = "remote"
 
-    def __init__(self, url: str, open_timeout_s: float = 10.0, message_timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        open_timeout_s: float = 10.0,
+        message_timeout_s: float = 60.0,
+        capacity_wait_s: float = CAPACITY_WAIT_S,
+    ) -> None:
+        """`capacity_wait_s`: how long a reset keeps retrying, with backoff, a server at capacity."""
         self.url = websocket_url(url)
         self.open_timeout_s = open_timeout_s
         self.message_timeout_s = message_timeout_s
+        self.capacity_wait_s = capacity_wait_s
         self._ws: Any = None
         self._outcome: dict[str, Any] | None = None
         self._views = ViewDecoder()
@@ -122,7 +142,7 @@ class RemoteBackend:
             "view_delta": True,
             "outcome": True,
         }
-        data = self._request("reset", request)
+        data = self._open_and_reset(request)
         # The decoder rebuilds later views from this one: the policy gets a frozen copy of it.
         return frozen_view(self._views.decode(data["observation"]["view_delta"]))
 
@@ -161,25 +181,72 @@ class RemoteBackend:
             raise ConnectionError(f"cannot reach the SchemaShift server at {self.url}: {exc}") from None
         return self._ws
 
+    def _open_and_reset(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A reset; on a new connection to a full server, retried with exponential backoff for
+        up to `capacity_wait_s`, then the server's own refusal is raised. A kept connection the
+        server has ended is replaced by a new one."""
+        started = time.monotonic()
+        delay, deadline = CAPACITY_FIRST_DELAY_S, started + self.capacity_wait_s
+        tries = 0
+        while True:
+            fresh = self._ws is None
+            tries += 1
+            try:
+                return self._request("reset", request)
+            except (ConnectionError, RemoteError) as exc:
+                if not fresh:  # the server ended the kept session (idle timeout, restart): a new one
+                    self._drop()
+                    continue
+                if not isinstance(exc, CapacityReached):
+                    raise
+                self._drop()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    waited = time.monotonic() - started
+                    raise CapacityReached(f"{exc}; gave up after {tries} tries over {waited:.1f} s") from None
+                time.sleep(min(delay * random.uniform(0.5, 1.0), left))
+                delay = min(delay * 2, CAPACITY_MAX_DELAY_S)
+
+    def _drop(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            ws.close()
+
     def _request(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
         from websockets.exceptions import ConnectionClosed
 
         ws = self._ws or self._connect()
         try:
-            ws.send(json.dumps({"type": kind, "data": data}))
+            try:
+                ws.send(json.dumps({"type": kind, "data": data}))
+            except ConnectionClosed:
+                pass  # a refused session (at capacity) sends its error frame, then closes: read it below
             reply = json.loads(ws.recv(timeout=self.message_timeout_s))
         except (ConnectionClosed, TimeoutError) as exc:
-            # The session is gone (server restart, idle reaping); a later reset reconnects.
+            # The session is gone (server restart, idle timeout); a later reset reconnects.
             self._ws = None
-            raise ConnectionError(f"lost the session with {self.url}: {exc}") from None
+            raise ConnectionError(f"lost the session with {self.url}: {_close_reason(exc)}") from None
         if reply.get("type") == "error":
-            raise remote_exception(reply.get("data") or {})
+            error = reply.get("data") or {}
+            if error.get("code") in SESSION_ENDING_CODES:
+                self._drop()
+            raise remote_exception(error)
         return reply["data"]
+
+
+def _close_reason(exc: Exception) -> str:
+    """Why the server closed the connection, in its words where it gave a reason."""
+    rcvd = getattr(exc, "rcvd", None)
+    if rcvd is not None and rcvd.reason:
+        return f"{rcvd.reason} (close code {rcvd.code})"
+    return str(exc) or type(exc).__name__
 
 
 def remote_exception(error: dict[str, Any]) -> Exception:
     """The exception an error frame stands for: the core's own where the server names one."""
     message = str(error.get("message", "unknown error"))
+    if error.get("code") == "CAPACITY_REACHED":
+        return CapacityReached(f"{message} (code: CAPACITY_REACHED)")
     kind, sep, text = message.partition(": ")
     if sep and kind in REMOTE_ERRORS:
         return REMOTE_ERRORS[kind](text)

@@ -29,7 +29,10 @@ from schemashift.server.limits import MAX_DEPTH, MAX_MESSAGE_BYTES, WireLimits
 from schemashift.server.models import SchemaShiftAction, SchemaShiftObservation, SchemaShiftState
 
 DEFAULT_MAX_SESSIONS = 64
-DEFAULT_SESSION_TIMEOUT_S = 600.0
+#: a session (WebSocket or MCP) without a message for this long is closed and its slot freed
+DEFAULT_SESSION_TIMEOUT_S = 120.0
+#: an HTTP request's headers and body must arrive within this long
+DEFAULT_READ_TIMEOUT_S = 30.0
 MCP_MOUNT = "/agent"
 
 
@@ -41,8 +44,13 @@ def build_app(
     allowed_origins: Iterable[str] = (),
 ) -> Any:
     """The server app: at most `max_sessions` WebSocket sessions (and as many MCP sessions),
-    each reaped after `session_timeout_s` idle seconds (None: never). Browser requests are served
-    only from loopback origins of the server's port and from `allowed_origins` (`*`: any)."""
+    each closed after `session_timeout_s` seconds without a message (None: never). Browser
+    requests are served only from loopback origins of the server's port and from
+    `allowed_origins` (`*`: any).
+
+    A session lives exactly as long as its connection (WebSocket) or MCP session: OpenEnv's
+    routes that create, attach to or close sessions by id are refused (`limits.SESSION_ROUTES`),
+    and idle WebSockets are closed by `WireLimits`, not reaped behind their back by OpenEnv."""
     if max_sessions < 1:
         raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
     if session_timeout_s is not None and session_timeout_s <= 0:
@@ -52,9 +60,7 @@ def build_app(
         SchemaShiftAction,
         SchemaShiftObservation,
         env_name="schemashift",
-        concurrency_config=ConcurrencyConfig(
-            max_concurrent_envs=max_sessions, session_timeout=session_timeout_s
-        ),
+        concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=None),
         state_cls=SchemaShiftState,
     )
 
@@ -81,6 +87,7 @@ def build_app(
         max_depth,
         body_checks={"/step": check_step_body},
         allowed_origins=allowed_origins,
+        idle_timeout_s=session_timeout_s,
     )
 
 
@@ -111,13 +118,14 @@ class LazyMcp:
         async with self._starting:
             if self.app is not None:
                 return
-            from schemashift.server.mcp import build_mcp
+            from schemashift.server.mcp import bound_session_manager, build_mcp
 
-            app = build_mcp(self.max_sessions, self.session_timeout_s).http_app(path="/mcp")
+            app = build_mcp().http_app(path="/mcp")
             ready = asyncio.Event()
 
             async def run_lifespan() -> None:
                 async with app.lifespan(app):
+                    bound_session_manager(app, self.max_sessions, self.session_timeout_s)
                     ready.set()
                     await self._stop.wait()
 
@@ -167,15 +175,19 @@ def settings_from_environment() -> dict[str, Any]:
     }
 
 
-def uvicorn_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> dict[str, Any]:
+def uvicorn_options(
+    max_message_bytes: int = MAX_MESSAGE_BYTES, read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
+) -> dict[str, Any]:
     """How the server runs under uvicorn. Frames are small (observations travel as deltas), so
     per-message compression would cost more CPU than it saves bytes on a local network. The
     transport reads past messages over the limit instead of closing the connection, so that
-    they get MESSAGE_TOO_LARGE like any other bad message."""
-    from schemashift.server.transport import DroppingWebSocketProtocol
+    they get MESSAGE_TOO_LARGE like any other bad message; HTTP requests must arrive within
+    `read_timeout_s`."""
+    from schemashift.server.transport import DroppingWebSocketProtocol, read_deadline_protocol
 
     return {
         "log_level": "warning",
+        "http": read_deadline_protocol(read_timeout_s),
         "ws": DroppingWebSocketProtocol,
         "ws_max_size": max_message_bytes,
         "ws_per_message_deflate": False,
@@ -185,7 +197,10 @@ def uvicorn_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> dict[str, Any
 def serve(host: str, port: int, **settings: Any) -> None:
     import uvicorn
 
-    options = uvicorn_options(settings.get("max_message_bytes", MAX_MESSAGE_BYTES))
+    options = uvicorn_options(
+        settings.get("max_message_bytes", MAX_MESSAGE_BYTES),
+        settings.pop("read_timeout_s", DEFAULT_READ_TIMEOUT_S),
+    )
     uvicorn.run(build_app(**settings), host=host, port=port, **options)
 
 

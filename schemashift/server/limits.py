@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from itertools import accumulate, repeat
 from operator import sub
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 MAX_MESSAGE_BYTES = 1 << 20
 MAX_DEPTH = 64
@@ -94,6 +94,40 @@ def too_deep(data: str | bytes, limit: int = MAX_DEPTH) -> bool:
     return passes + max(map(sub, accumulate(ups), accumulate(downs, initial=0))) > limit
 
 
+#: OpenEnv's routes whose sessions could be created, attached to or closed by id
+SESSION_ROUTES = frozenset({"/ws", "/mcp"})
+SESSION_METHOD_PREFIX = "openenv/session/"
+ATTACH_REFUSED = (
+    "attaching to a session by id is turned off: every WebSocket connection has its own "
+    "session, which ends with the connection"
+)
+SESSION_METHODS_REFUSED = (
+    "OpenEnv's session methods (openenv/session/create, openenv/session/close) and requests "
+    "naming a session_id are turned off: a session belongs to the WebSocket connection that made it"
+)
+#: close code of a WebSocket closed for idling (4000 + HTTP's 408)
+IDLE_CLOSE_CODE = 4408
+
+
+def attaches(scope: dict) -> bool:
+    """Whether a WebSocket handshake asks to attach to an existing session (`?session_id=`)."""
+    return "session_id" in parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+
+
+def session_request(value: Any) -> bool:
+    """Whether a JSON-RPC request (bare, or in a `/ws` message of type "mcp") creates, closes or
+    names a session: what would let a client hold a slot without a connection, or reach
+    another connection's session."""
+    if isinstance(value, dict) and value.get("type") == "mcp":
+        value = value.get("data")
+    if not isinstance(value, dict):
+        return False
+    method, params = value.get("method"), value.get("params")
+    if isinstance(method, str) and method.startswith(SESSION_METHOD_PREFIX):
+        return True
+    return isinstance(params, dict) and "session_id" in params
+
+
 def error_frame(message: str, code: str) -> str:
     return json.dumps({"type": "error", "data": {"message": message, "code": code}})
 
@@ -117,21 +151,27 @@ class WireLimits:
         max_depth: int = MAX_DEPTH,
         body_checks: dict[str, Callable[[bytes], tuple[int, Any] | None]] | None = None,
         allowed_origins: Iterable[str] = (),
+        idle_timeout_s: float | None = None,
     ) -> None:
         """`body_checks`: path -> check of a request body, returning (status, detail) to refuse it.
         `allowed_origins`: browser origins (`scheme://host[:port]`, or `*` for any) allowed
-        besides the loopback origins of the server's own port."""
+        besides the loopback origins of the server's own port. `idle_timeout_s`: a WebSocket
+        that sends no message for this long gets a SESSION_TIMEOUT error frame and is closed
+        (None: never)."""
         self.app = app
         self.max_bytes = max_bytes
         self.max_depth = max_depth
         self.body_checks = body_checks or {}
         self.allowed_origins = frozenset(origin.strip().rstrip("/").lower() for origin in allowed_origins)
+        self.idle_timeout_s = idle_timeout_s
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] in ("http", "websocket") and not self.origin_allowed(scope):
             await self._refuse_origin(scope, receive, send)
+        elif scope["type"] == "websocket" and scope.get("path") in SESSION_ROUTES and attaches(scope):
+            await self._refuse_attach(receive, send)
         elif scope["type"] == "websocket":
-            await self.app(scope, self._guard_frames(receive, send), send)
+            await self.app(scope, self._guard_frames(scope, receive, send), send)
         elif scope["type"] == "http" and scope.get("method") in ("POST", "PUT", "PATCH"):
             await self._guard_body(scope, receive, send)
         else:
@@ -179,8 +219,16 @@ class WireLimits:
         else:
             await send({"type": "websocket.close", "code": 1008, "reason": detail})
 
+    # -- session ownership ---------------------------------------------------------------------------
+    async def _refuse_attach(self, receive: Any, send: Any) -> None:
+        if (await receive())["type"] != "websocket.connect":
+            return
+        await send({"type": "websocket.accept"})
+        await send({"type": "websocket.send", "text": error_frame(ATTACH_REFUSED, "SESSION_ERROR")})
+        await send({"type": "websocket.close", "code": 1008})
+
     # -- messages ------------------------------------------------------------------------------------
-    def problem(self, data: str | bytes, websocket: bool = False) -> Problem | None:
+    def problem(self, data: str | bytes, websocket: bool = False, path: str = "") -> Problem | None:
         """What is wrong with a message or body, checked before any of it reaches the app."""
         if isinstance(data, Oversized):
             return self._too_large(data.size)
@@ -199,6 +247,8 @@ class WireLimits:
             return f"Invalid JSON: {exc}", "INVALID_JSON", 422
         if websocket and not isinstance(value, dict):
             return (*NOT_AN_OBJECT, 422)
+        if path in SESSION_ROUTES and session_request(value):
+            return SESSION_METHODS_REFUSED, "SESSION_ERROR", 403
         if _SURROGATE.search(raw):
             try:
                 json.dumps(value, ensure_ascii=False).encode("utf-8")
@@ -215,17 +265,56 @@ class WireLimits:
         message = f"message of {size} bytes exceeds the server's limit of {self.max_bytes} bytes"
         return message, "MESSAGE_TOO_LARGE", 413
 
-    async def _check(self, data: str | bytes, websocket: bool) -> Problem | None:
+    async def _check(self, data: str | bytes, websocket: bool, path: str) -> Problem | None:
         if len(data) >= OFFLOAD_BYTES and not isinstance(data, Oversized):
-            return await asyncio.to_thread(self.problem, data, websocket)
-        return self.problem(data, websocket)
+            return await asyncio.to_thread(self.problem, data, websocket, path)
+        return self.problem(data, websocket, path)
 
-    def _guard_frames(self, receive: Any, send: Any) -> Any:
+    def _guard_frames(self, scope: dict, receive: Any, send: Any) -> Any:
+        path = scope.get("path", "")
+        idle = self.idle_timeout_s
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        timer: asyncio.TimerHandle | None = None
+        ended = False
+        closing: set[asyncio.Task] = set()  # holds the closing task until it is done
+
+        def expire() -> None:
+            # One timer per connection, moved on lazily: a message costs only a clock read.
+            nonlocal timer
+            timer = None
+            if ended:
+                return
+            left = last + idle - loop.time()
+            if left > 0:
+                timer = loop.call_later(left, expire)
+            else:
+                task = loop.create_task(close_idle())
+                closing.add(task)
+                task.add_done_callback(closing.discard)
+
+        async def close_idle() -> None:
+            message = f"the session was closed after {idle:g} s without a message; open a new session"
+            try:
+                await send({"type": "websocket.send", "text": error_frame(message, "SESSION_TIMEOUT")})
+                await send({"type": "websocket.close", "code": IDLE_CLOSE_CODE, "reason": "idle timeout"})
+            except (OSError, RuntimeError):  # the client left meanwhile
+                pass
+
         async def guarded() -> dict:
+            nonlocal last, timer, ended
             while True:
                 message = await receive()
-                if message["type"] != "websocket.receive":
+                kind = message["type"]
+                if kind != "websocket.receive":
+                    if kind == "websocket.connect" and idle is not None and timer is None:
+                        timer = loop.call_later(idle, expire)
+                    elif kind == "websocket.disconnect":
+                        ended = True
+                        if timer is not None:
+                            timer.cancel()
                     return message
+                last = loop.time()
                 data = message.get("text")
                 if data is None:
                     # OpenEnv reads text frames only; a binary frame holding UTF-8 JSON is read as text.
@@ -235,7 +324,7 @@ class WireLimits:
                         await send({"type": "websocket.send", "text": error_frame(*NOT_UTF8)})
                         continue
                     message = {"type": "websocket.receive", "text": data}
-                problem = await self._check(data, websocket=True)
+                problem = await self._check(data, websocket=True, path=path)
                 if problem is None:
                     return message
                 await send({"type": "websocket.send", "text": error_frame(*problem[:2])})
@@ -257,7 +346,7 @@ class WireLimits:
             if not message.get("more_body"):
                 break
         body = b"".join(chunks)
-        problem = await self._check(body, websocket=False)
+        problem = await self._check(body, websocket=False, path=scope.get("path", ""))
         if problem is not None:
             text, _, status = problem
             await _reply(send, status, text.replace("message", "request body", 1))

@@ -16,10 +16,9 @@ Every call is one environment step, exactly as the action it stands for.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import threading
-import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import mcp.types as mt
@@ -50,8 +49,12 @@ class McpEpisode:
     def __init__(self) -> None:
         self.envs: dict[str, Environment] = {}
         self.env: Environment | None = None
-        self.last_active = time.monotonic()
         self.docs: Any = None
+
+    def close(self) -> None:
+        self.envs.clear()
+        self.env = None
+        self.docs = None
 
     def reset(self, scenario: str | None, seed: int, ruleset: str) -> dict[str, Any]:
         env = self.envs.get(ruleset)
@@ -75,39 +78,49 @@ class McpEpisode:
 
 
 class Sessions:
-    """MCP sessions and their episodes, bounded in number and reaped when idle."""
+    """The episodes of live MCP sessions: each session gets one when it starts (as the low-level
+    server's per-session lifespan context) and loses it when it ends, by client DELETE or idle
+    timeout; the number of sessions and their idle timeout are the session manager's
+    (`bound_session_manager`)."""
 
-    def __init__(self, max_sessions: int, idle_timeout_s: float | None) -> None:
-        self.max_sessions = max_sessions
-        self.idle_timeout_s = idle_timeout_s
-        self._episodes: dict[str, McpEpisode] = {}
-        self._lock = threading.Lock()
+    def __init__(self) -> None:
+        self._live: set[McpEpisode] = set()
 
-    def get(self, session_id: str, create: bool = False) -> McpEpisode | None:
-        now = time.monotonic()
-        with self._lock:
-            self._reap(now)
-            episode = self._episodes.get(session_id)
-            if episode is None and create:
-                if len(self._episodes) >= self.max_sessions:
-                    raise ToolError(
-                        f"CapacityReached: the server holds {self.max_sessions} MCP sessions already; "
-                        "try again later"
-                    )
-                episode = self._episodes[session_id] = McpEpisode()
-            if episode is not None:
-                episode.last_active = now
-            return episode
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _server: Any) -> AsyncIterator[McpEpisode]:
+        episode = McpEpisode()
+        self._live.add(episode)
+        try:
+            yield episode
+        finally:
+            self._live.discard(episode)
+            episode.close()
 
     def __len__(self) -> int:
-        return len(self._episodes)
+        return len(self._live)
 
-    def _reap(self, now: float) -> None:
-        if self.idle_timeout_s is None:
+
+def current_episode() -> McpEpisode | None:
+    """The episode of the MCP session the current request belongs to."""
+    try:
+        request = get_context().request_context
+    except RuntimeError:
+        return None
+    episode = request.lifespan_context if request is not None else None
+    return episode if isinstance(episode, McpEpisode) else None
+
+
+def bound_session_manager(app: Any, max_sessions: int, idle_timeout_s: float | None) -> None:
+    """Bound the running MCP app's session manager by the server's settings instead of the MCP
+    SDK's defaults (10,000 sessions, 30 idle minutes). FastMCP builds the manager when the app's
+    lifespan starts, with no way to pass them, so this is called inside that lifespan."""
+    for route in app.routes:
+        manager = getattr(getattr(route, "endpoint", None), "session_manager", None)
+        if manager is not None:
+            manager.max_sessions = max_sessions
+            manager.session_idle_timeout = idle_timeout_s
             return
-        stale = [sid for sid, ep in self._episodes.items() if now - ep.last_active > self.idle_timeout_s]
-        for sid in stale:
-            del self._episodes[sid]
+    raise RuntimeError("the MCP app has no streamable HTTP session manager to bound")
 
 
 def endpoint_schema(doc: dict[str, Any]) -> dict[str, Any]:
@@ -128,10 +141,9 @@ class EndpointTool(Tool):
 
     api: str
     endpoint: str
-    sessions: Any
 
     async def run(self, arguments: dict[str, Any]) -> ToolResult:
-        episode = self.sessions.get(get_context().session_id)
+        episode = current_episode()
         if episode is None:
             raise ToolError("EpisodeStateError: Call the reset tool before any other tool.")
         action = {
@@ -148,18 +160,8 @@ class EndpointTool(Tool):
 class EndpointTools(Provider):
     """Lists the endpoint tools of the calling session's current documentation."""
 
-    def __init__(self, sessions: Sessions) -> None:
-        super().__init__()
-        self.sessions = sessions
-
-    def _episode(self) -> McpEpisode | None:
-        try:
-            return self.sessions.get(get_context().session_id)
-        except RuntimeError:
-            return None
-
     async def _list_tools(self) -> Sequence[Tool]:
-        episode = self._episode()
+        episode = current_episode()
         if episode is None:
             return []
         tools = []
@@ -170,7 +172,7 @@ class EndpointTools(Provider):
 
     async def _get_tool(self, name: str, version: Any = None) -> Tool | None:
         api, sep, endpoint = name.partition(ENDPOINT_SEPARATOR)
-        episode = self._episode()
+        episode = current_episode()
         if not sep or not endpoint or episode is None or episode.env is None:
             return None
         if api not in episode.env.ruleset.tool_names:
@@ -185,7 +187,6 @@ class EndpointTools(Provider):
             parameters=endpoint_schema(doc),
             api=api,
             endpoint=endpoint,
-            sessions=self.sessions,
         )
 
 
@@ -218,13 +219,16 @@ async def step_and_notify(episode: McpEpisode, action: dict[str, Any]) -> dict[s
     return result
 
 
-def build_mcp(max_sessions: int, idle_timeout_s: float | None) -> FastMCP:
-    sessions = Sessions(max_sessions, idle_timeout_s)
-    server = FastMCP("schemashift", providers=[EndpointTools(sessions)])
+def build_mcp() -> FastMCP:
+    """The MCP server; its episodes live as long as their MCP sessions (`Sessions`)."""
+    sessions = Sessions()
+    server = FastMCP("schemashift", providers=[EndpointTools()])
+    # The low-level server enters its lifespan once per session: the session's episode.
+    server._mcp_server.lifespan = sessions.lifespan
     server.sessions = sessions  # type: ignore[attr-defined]
 
     def episode_of(ctx: Context) -> McpEpisode:
-        episode = sessions.get(ctx.session_id)
+        episode = current_episode()
         if episode is None or episode.env is None:
             raise ToolError("EpisodeStateError: Call the reset tool before any other tool.")
         return episode
@@ -237,7 +241,9 @@ def build_mcp(max_sessions: int, idle_timeout_s: float | None) -> FastMCP:
 
         Returns the first observation: the task, its success criteria and the API documentation.
         """
-        episode = sessions.get(ctx.session_id, create=True)
+        episode = current_episode()
+        if episode is None:
+            raise ToolError("SessionError: this request belongs to no MCP session")
         try:
             view = episode.reset(scenario, seed, ruleset)
         except (KeyError, ValueError) as exc:

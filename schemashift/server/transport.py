@@ -1,6 +1,7 @@
-"""The WebSocket transport of `serve`: uvicorn's sans-I/O websockets protocol (its default),
+"""The transports of `serve`. WebSocket: uvicorn's sans-I/O websockets protocol (its default),
 except that a message over the size limit is read past, not buffered, and reaches the app as
-an `Oversized` marker.
+an `Oversized` marker. HTTP: uvicorn's httptools protocol with a read deadline
+(`ReadDeadlineHttpProtocol`).
 
 With the stock protocol a message over `ws_max_size` closes the connection (1009) before the
 app sees it, so the client loses its session instead of getting `MESSAGE_TOO_LARGE`. Here the
@@ -11,11 +12,14 @@ error frame; the session goes on.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import json
 import logging
 from collections.abc import Generator
 from typing import Any
 
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.frames import Frame
 from websockets.server import ServerProtocol
@@ -128,3 +132,65 @@ class DroppingWebSocketProtocol(WebSocketsSansIOProtocol):
         if not self.read_paused:
             self.read_paused = True
             self.transport.pause_reading()
+
+
+class ReadDeadlineHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools HTTP protocol with a read deadline: a request's headers and body must
+    arrive within `read_timeout_s` of its first byte (or of the connection, for its first
+    request), or the client gets 408 and the connection is closed. uvicorn bounds only the idle
+    time between requests, so a client that sends half a request would hold it open for ever."""
+
+    read_timeout_s: float = 30.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._read_deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_read_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_read_deadline()
+        super().connection_lost(exc)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._arm_read_deadline()
+
+    def on_message_complete(self) -> None:
+        self._disarm_read_deadline()
+        super().on_message_complete()
+
+    def handle_websocket_upgrade(self) -> None:
+        self._disarm_read_deadline()  # the WebSocket session's idle timeout takes over
+        super().handle_websocket_upgrade()
+
+    def _arm_read_deadline(self) -> None:
+        if self._read_deadline is None:
+            self._read_deadline = self.loop.call_later(self.read_timeout_s, self._read_timed_out)
+
+    def _disarm_read_deadline(self) -> None:
+        if self._read_deadline is not None:
+            self._read_deadline.cancel()
+            self._read_deadline = None
+
+    def _read_timed_out(self) -> None:
+        self._read_deadline = None
+        if self.transport.is_closing():
+            return
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete or not cycle.response_started:
+            body = json.dumps(
+                {"detail": f"the request was not received within {self.read_timeout_s:g} s"}
+            ).encode()
+            self.transport.write(
+                b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+            )
+        self.transport.close()
+
+
+def read_deadline_protocol(read_timeout_s: float) -> type[ReadDeadlineHttpProtocol]:
+    """The HTTP protocol class for uvicorn's `http` option, with this read deadline."""
+    return type("ReadDeadlineHttpProtocol", (ReadDeadlineHttpProtocol,), {"read_timeout_s": read_timeout_s})

@@ -28,10 +28,13 @@ def running_server(**settings) -> Iterator[str]:
     stops the server afterwards."""
     import uvicorn
 
-    from schemashift.server.app import build_app, uvicorn_options
+    from schemashift.server.app import DEFAULT_READ_TIMEOUT_S, build_app, uvicorn_options
 
     port = free_port()
-    options = uvicorn_options(settings.get("max_message_bytes", MAX_MESSAGE_BYTES))
+    options = uvicorn_options(
+        settings.get("max_message_bytes", MAX_MESSAGE_BYTES),
+        settings.pop("read_timeout_s", DEFAULT_READ_TIMEOUT_S),
+    )
     config = uvicorn.Config(build_app(**settings), host="127.0.0.1", port=port, **options)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

@@ -134,21 +134,3 @@ def test_mcp_sessions_are_independent(server_url):
     for scenario, (grade, _) in zip(scenarios, grades, strict=True):
         plan = ruleset.solution(ruleset.build_task(scenario, 1))
         assert grade == in_process_grade("legacy", scenario, 1, plan)
-
-
-def test_mcp_sessions_are_bounded_and_reaped_when_idle():
-    import time
-
-    from fastmcp.exceptions import ToolError
-
-    from schemashift.server.mcp import Sessions
-
-    sessions = Sessions(max_sessions=2, idle_timeout_s=0.2)
-    first, second = sessions.get("a", create=True), sessions.get("b", create=True)
-    assert first is not None and second is not None and len(sessions) == 2
-    with pytest.raises(ToolError, match="CapacityReached"):
-        sessions.get("c", create=True)
-    assert sessions.get("a") is first  # a known session is not refused
-    time.sleep(0.3)
-    assert sessions.get("c", create=True) is not None  # the idle ones were reaped
-    assert sessions.get("a") is None and len(sessions) == 1

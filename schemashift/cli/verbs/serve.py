@@ -27,8 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--session-timeout",
         type=float,
         default=None,
-        help="seconds after which an idle session is closed; 0 never closes "
-        "(default: $SCHEMASHIFT_SESSION_TIMEOUT_S or 600)",
+        help="seconds without a message after which a session is closed; 0 never closes "
+        "(default: $SCHEMASHIFT_SESSION_TIMEOUT_S or 120)",
     )
     parser.add_argument(
         "--allow-origin",
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_sessions is None:
         args.max_sessions = _from_environment("SCHEMASHIFT_MAX_SESSIONS", int, 64)
     if args.session_timeout is None:
-        args.session_timeout = _from_environment("SCHEMASHIFT_SESSION_TIMEOUT_S", float, 600.0)
+        args.session_timeout = _from_environment("SCHEMASHIFT_SESSION_TIMEOUT_S", float, 120.0)
     if args.max_sessions < 1:
         raise CliError(f"--max-sessions must be at least 1, got {args.max_sessions}")
     if args.session_timeout < 0:
