@@ -83,7 +83,7 @@ def main() -> int:
         if not get_ruleset(ruleset).seeds_vary_task:
             print(
                 "  its seeds do not vary the task: a deterministic policy replays one episode per "
-                "scenario (no interval), a stochastic one repeats attempts at the same tasks"
+                "scenario (more seeds add nothing), a stochastic one repeats attempts at the same tasks"
             )
     evaluations = len(plan.model_subjects())
     print(
