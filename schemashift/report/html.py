@@ -89,13 +89,25 @@ def what_ran(a: Analysis) -> list[str]:
         policies = a.subjects(ruleset)
         scenarios = sorted(set(rows["scenario"]) | {c["scenario"] for c in expected})
         seeds = {int(s) for s in rows["seed"].dropna()} | {c["seed"] for c in expected}
+        # rule baselines may be expected on more seeds than models (evaluation.*.baseline_seeds)
+        expected_seeds: dict[str, set[int]] = {}
+        for cell in expected:
+            expected_seeds.setdefault(cell["subject"], set()).add(cell["seed"])
+        by_seeds: dict[str, list[str]] = {}
+        for subject, subject_seeds in expected_seeds.items():
+            by_seeds.setdefault(ranges(subject_seeds), []).append(subject)
+        seeds_text = (
+            "; ".join(f"{spans}: {', '.join(names)}" for spans, names in by_seeds.items())
+            if len(by_seeds) > 1
+            else ranges(seeds)
+        )
         samples = {int(s) for s in rows["sample_index"].dropna()} | {c["sample_index"] for c in expected}
         body.append(
             [
                 _text(ruleset),
                 _text(", ".join(policies)),
                 _text(", ".join(scenarios)),
-                _text(ranges(seeds)),
+                _text(seeds_text),
                 _num(len(samples) or "\u2014"),
                 _num(cov["graded"]),
                 _num(cov["infra_error"]),

@@ -86,33 +86,50 @@ class Plan:
             raise ConfigError(f"ruleset {name!r} has no entry under 'evaluation'")
         return get_ruleset(name)
 
-    def selection(self, ruleset: str) -> dict[str, Any]:
-        """A ruleset's `evaluation` entry as cell options; `split` only where the ruleset has splits."""
+    def selection(self, ruleset: str, baselines: bool = False) -> dict[str, Any]:
+        """A ruleset's `evaluation` entry as cell options; `split` only where the ruleset has splits.
+
+        Models and checkpoints play `seeds`; the rule baselines play `baseline_seeds` (default:
+        `seeds`), which costs milliseconds a cell, so they can afford the seeds that make their
+        intervals narrow.
+        """
         cells = self.config["evaluation"][ruleset]
         split = cells.get("split") if self._ruleset(ruleset).splits() else None
         return {
             "scenarios": cells["scenarios"],
-            "seeds": cells["seeds"],
+            "seeds": cells.get("baseline_seeds", cells["seeds"]) if baselines else cells["seeds"],
             "split": split,
             "compositions": bool(cells.get("compositions")),
         }
 
-    def cells(self, ruleset: str) -> list[tuple[str, int]]:
-        """(scenario, seed) of a ruleset's evaluation cells, as `run` and `eval` select them."""
+    def cells(self, ruleset: str, baselines: bool = False) -> list[tuple[str, int]]:
+        """(scenario, seed) of a ruleset's evaluation cells, as `run` and `eval` select them: the
+        models' (`seeds`), or with `baselines` the rule baselines' (`baseline_seeds`), which must
+        hold the models' so that every model cell has baselines to be paired with."""
         from schemashift.cli.options import select_cells
 
-        if ruleset not in self._cells:
+        key = f"{ruleset}/baselines" if baselines else ruleset
+        if key not in self._cells:
+            where = f"evaluation.{ruleset}.baseline_seeds" if baselines else f"evaluation.{ruleset}"
             try:
-                scenarios, seeds = select_cells(self._ruleset(ruleset), **self.selection(ruleset))
+                scenarios, seeds = select_cells(self._ruleset(ruleset), **self.selection(ruleset, baselines))
             except ConfigError:
                 raise
             except Exception as exc:  # CliError: the same message, said of the config
-                raise ConfigError(f"evaluation.{ruleset}: {exc}") from None
-            self._cells[ruleset] = [(scenario, seed) for scenario in scenarios for seed in seeds]
-        return self._cells[ruleset]
+                raise ConfigError(f"{where}: {exc}") from None
+            if baselines:
+                unplayed = sorted({seed for _, seed in self.cells(ruleset)} - set(seeds))
+                if unplayed:
+                    raise ConfigError(
+                        f"{where} must hold the models' seeds; it lacks {unplayed[:5]} (models are "
+                        "compared with the baselines on the cells both play)"
+                    )
+            self._cells[key] = [(scenario, seed) for scenario in scenarios for seed in seeds]
+        return self._cells[key]
 
     def cells_args(self, ruleset: str) -> str:
-        """The cell options of an `eval` over a ruleset's evaluation cells (what `cells` selects)."""
+        """The cell options of a model's `eval` over a ruleset's evaluation cells (what `cells`
+        selects without `baselines`)."""
         self.cells(ruleset)
         chosen = self.selection(ruleset)
         scenarios, seeds = chosen["scenarios"], chosen["seeds"]
@@ -140,7 +157,7 @@ class Plan:
     # --- baseline shards: one job plays one policy on one scenario over a block of seeds ---------
 
     def shards(self, ruleset: str) -> dict[tuple[str, int], list[int]]:
-        """(scenario, first seed of the block) -> the block's evaluation seeds, ascending.
+        """(scenario, first seed of the block) -> the block's baseline seeds, ascending.
 
         A block is `shard_seeds` consecutive seed values, aligned on multiples of it (block
         [first, first + shard_seeds - 1]), so adding seeds plays only the blocks that gain some,
@@ -149,7 +166,7 @@ class Plan:
         if ruleset not in self._shards:
             size = self.config["shard_seeds"]
             blocks: dict[tuple[str, int], list[int]] = {}
-            for scenario, seed in self.cells(ruleset):
+            for scenario, seed in self.cells(ruleset, baselines=True):
                 blocks.setdefault((scenario, seed - seed % size), []).append(seed)
             self._shards[ruleset] = {key: sorted(seeds) for key, seeds in blocks.items()}
         return self._shards[ruleset]
@@ -194,7 +211,7 @@ class Plan:
             (ruleset, policy, scenario, seed)
             for ruleset in self.config["rulesets"]
             for policy in self.baselines(ruleset)
-            for scenario, seed in self.cells(ruleset)
+            for scenario, seed in self.cells(ruleset, baselines=True)
         ]
 
     def baseline_files(self) -> list[str]:

@@ -10,6 +10,7 @@ does not need: `invalid_step` (it rejects invalid actions) and `solution` (it ha
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import subprocess
 import sys
@@ -373,3 +374,17 @@ def test_the_base_module_imports_no_ruleset():
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(loaded.stdout.replace("'", '"')) == ["schemashift.env.rulesets.base"]
+
+
+@pytest.mark.parametrize("name", available_rulesets())
+def test_seeds_vary_task_says_whether_two_seeds_draw_different_tasks(name):
+    """eval_power and docs/report.md read `seeds_vary_task` to say what more seeds buy: it must
+    match what build_task draws (everything but the seed itself)."""
+    ruleset = get_ruleset(name)
+    first = next(iter(ruleset.splits().values()), (0, None))[0]
+
+    def drawn(scenario: str, seed: int) -> Task:
+        return dataclasses.replace(ruleset.build_task(scenario, seed), seed=-1)
+
+    differ = [drawn(s, first) != drawn(s, first + 1) for s in ruleset.scenario_ids()]
+    assert any(differ) == ruleset.seeds_vary_task

@@ -45,6 +45,22 @@ def test_report_opens_with_what_ran_and_its_provenance(aggregated: dict[str, Pat
         assert ("yes (dirty)" if manifest["git_dirty"] else "no (clean)") in what_ran
 
 
+def test_what_ran_names_the_seeds_of_each_set_where_subjects_differ(
+    aggregated: dict[str, Path], tables_dir: Path, figures_dir: Path, tmp_path: Path
+) -> None:
+    """Rule baselines expected on more seeds than the models (baseline_seeds): each subject's
+    expected seeds show, not their union (here also the fixture's missing and infra cells)."""
+    manifest = json.loads(aggregated["manifest"].read_text(encoding="utf-8"))
+    oracle = next(cell for cell in manifest["cells"] if cell["policy"] == "oracle")
+    manifest["cells"] += [{**oracle, "seed": seed, "status": "missing"} for seed in (3, 4)]
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    grown = {**aggregated, "manifest": tmp_path / "manifest.json"}
+    assert main(html_args(grown, tables_dir, figures_dir, tmp_path / "html")) == 0
+    report = (tmp_path / "html" / "report.html").read_text(encoding="utf-8")
+    what_ran = report[report.index("<h2>What ran</h2>") : report.index("<h2>Tables</h2>")]
+    assert "<td>0-2: naive_heuristic; 0-1: policy_aware_heuristic; 0-4: oracle; 0: hf:tiny</td>" in what_ran
+
+
 def test_report_shows_the_tables(report: str, tables_dir: Path) -> None:
     index = json.loads((tables_dir / "tables.json").read_text(encoding="utf-8"))
     for table in index:

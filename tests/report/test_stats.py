@@ -213,25 +213,29 @@ def test_intervals_cover_the_fixed_scenario_mean(shape: str, seeds: int) -> None
 
 
 def test_the_power_benchmark_prints_the_exact_half_width_of_the_configured_cells() -> None:
+    """Both seed sets of the embedded default: models 6 x 5 cells per ruleset, v1's rule
+    baselines 6 x 67, which meet 0.05 (the default's reason for 67)."""
     import subprocess
     import sys
     from pathlib import Path
 
     repo = Path(__file__).resolve().parents[2]
-    out = subprocess.run(
-        [sys.executable, str(repo / "benchmarks" / "eval_power.py"), "--target", "0.1"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout
-    interval = sp.binomtest(15, 30).proportion_ci(0.95, method="exact")
-    assert f"30 cells: half-width {(interval.high - interval.low) / 2:.3f}" in out
+
+    def power(*args: str) -> str:
+        command = [sys.executable, str(repo / "benchmarks" / "eval_power.py"), *args]
+        return subprocess.run(command, capture_output=True, text=True, check=True, timeout=120).stdout
+
+    def half(successes: int, n: int) -> float:
+        interval = sp.binomtest(successes, n).proportion_ci(0.95, method="exact")
+        return (interval.high - interval.low) / 2
+
+    out = power("--target", "0.1")
+    assert f"models    6 scenarios x 5 seeds = 30 cells, half-width {half(15, 30):.3f}" in out
     # 0.1: the fewest seeds per scenario whose 6 x seeds cells reach it, by scipy's bounds
-    needed = next(
-        n
-        for n in range(1, 100)
-        if (lambda ci: (ci.high - ci.low) / 2)(sp.binomtest(6 * n // 2, 6 * n).proportion_ci(0.95, "exact"))
-        <= 0.1
-    )
+    needed = next(n for n in range(1, 100) if half(6 * n // 2, 6 * n) <= 0.1)
     assert f"needs {needed} seeds per scenario" in out
+    assert "one model (API baseline, base model or checkpoint): 60 episodes over all rulesets" in out
+    out = power()
+    assert half(201, 402) <= 0.05 < half(6 * 66 // 2, 6 * 66)
+    v1_baselines = f"baselines 6 scenarios x 67 seeds = 402 cells, half-width {half(201, 402):.3f}"
+    assert f"{v1_baselines} (meets <= 0.05)" in out

@@ -93,6 +93,17 @@ BAD_CONFIGS = {
     ),
     "negative seed": (_set("evaluation.legacy.seeds", [-1]), r"seeds", True),
     "reversed seeds": (_set("evaluation.legacy.seeds", "4-2"), r"range '4-2' is reversed", False),
+    "bad baseline seeds": (
+        _set("evaluation.legacy.baseline_seeds", "0-1,"),
+        r"'0-1,' is not valid under any of the given schemas",
+        True,
+    ),
+    "empty baseline seeds": (_set("evaluation.legacy.baseline_seeds", []), r"baseline_seeds", True),
+    "baseline seeds without the models' seeds": (
+        _set("evaluation.legacy.baseline_seeds", "1-3"),
+        r"evaluation.legacy.baseline_seeds must hold the models' seeds; it lacks \[0\]",
+        False,
+    ),
     "unknown engine": (
         _set("containers.engine", "lxc"),
         r"'lxc' is not one of \['auto', 'docker', 'podman', 'none'\]",

@@ -105,6 +105,18 @@ def test_a_key_variable_enables_its_shipped_models(copy, variables, enabled):
         assert "--policy 'openai:gpt-oss:120b'" in command
 
 
+def test_the_default_plays_models_on_seeds_and_v1_baselines_on_baseline_seeds(copy):
+    """config.yaml: an API model's v1 job plays seeds 0-4, v1's baseline shards 0-66, and
+    legacy's (no baseline_seeds) the models' 0-4."""
+    _, output = dry_run(copy, configfile=None, env=no_keys(OPENAI_API_KEY="sk-x"))
+    (v1_eval,) = [command for command in shell_commands(output) if "--ruleset v1" in command]
+    assert "--scenarios all --seeds 0-4 --split test --samples 1" in v1_eval
+    shards = [line for line in output.splitlines() if "schemashift.cli run" in line]
+    assert sum("--ruleset v1" in command for command in shards) == 5 * 6
+    for command in shards:
+        assert ("--seeds 0-66 " if "--ruleset v1" in command else "--seeds 0-4 ") in command, command
+
+
 def test_api_job_command(copy, tmp_path):
     models = {
         "local-model": {

@@ -82,7 +82,8 @@ def test_the_baseline_shards_play_the_baseline_cells_each_once(shard_seeds, seed
     config = composed_config()
     config["shard_seeds"] = shard_seeds
     config["rulesets"] = ["legacy"]
-    config["evaluation"]["legacy"]["seeds"] = seeds
+    config["evaluation"]["legacy"]["seeds"] = seeds.split(",")[0]
+    config["evaluation"]["legacy"]["baseline_seeds"] = seeds
     plan = Plan(config, environ={})
     cells = {(r, s, seed) for r, p, s, seed in plan.baseline_cells() if p == "oracle"}
     played_by: dict[tuple[str, str, int], str] = {}
@@ -97,7 +98,41 @@ def test_the_baseline_shards_play_the_baseline_cells_each_once(shard_seeds, seed
             assert played_by.setdefault((*cell, policy), folder) == folder, "a cell in two shards"
             assert plan.shard_of(ruleset, policy, scenario, cell[2]) == folder
     assert {(r, s, seed) for (r, s, seed, p) in played_by if p == "oracle"} == cells
-    assert played("run", f"--policy oracle --ruleset legacy {plan.cells_args('legacy')}") == cells
+    assert played("run", f"--policy oracle --ruleset legacy --seeds {seeds}") == cells
+
+
+def test_baselines_play_baseline_seeds_and_models_play_seeds():
+    """v1's baselines: 10 seeds in two shards of 5, in the census too; every model evaluation
+    (API model, base model, checkpoint) plays the 5 model seeds, in its command and in the census."""
+    config = composed_config()
+    config["shard_seeds"] = 5
+    config["evaluation"]["v1"].update(seeds="0-4", baseline_seeds="0-9")
+    plan = Plan(config, environ={"OPENAI_API_KEY": "sk-x"})
+    scenarios = {scenario for scenario, _ in plan.cells("v1")}
+    assert {seed for _, seed in plan.cells("v1", baselines=True)} == set(range(10))
+    assert set(plan.shards("v1")) == {(scenario, first) for scenario in scenarios for first in (0, 5)}
+    assert plan.shard_seeds("v1", sorted(scenarios)[0], 5, 9) == "5-9"
+    census: dict[tuple[str, bool], set[int]] = {}
+    for cell in plan.expected_cells():
+        census.setdefault((cell["ruleset"], "train_run" in cell), set()).add(cell["seed"])
+    assert census[("v1", False)] == set(range(10)) and census[("v1", True)] == set(range(5))
+    assert census[("legacy", False)] == census[("legacy", True)] == set(range(5))
+    assert "--seeds 0-4 " in plan.cells_args("v1")
+    models = {("v1", scenario, seed) for scenario, seed in plan.cells("v1")}
+    assert played("eval", f"--policy 'openai:gpt-4o-mini' --ruleset v1 {plan.cells_args('v1')}") == models
+    assert {seed for ruleset, _, _, seed in plan.model_cells() if ruleset == "v1"} == set(range(5))
+
+
+def test_baseline_seeds_hold_the_models_seeds_and_keep_to_the_split():
+    config = composed_config()
+    config["evaluation"]["v1"]["baseline_seeds"] = "3-9"
+    lacks = r"evaluation.v1.baseline_seeds must hold the models' seeds; it lacks \[0, 1, 2\]"
+    with pytest.raises(ConfigError, match=lacks):
+        Plan(config, environ={}).baseline_cells()
+    config["evaluation"]["v1"]["baseline_seeds"] = "0-4,10000"
+    outside = r"evaluation.v1.baseline_seeds: --seeds: \[10000\] are not in split"
+    with pytest.raises(ConfigError, match=outside):
+        Plan(config, environ={}).baseline_shards()
 
 
 def test_a_folder_that_is_no_shard_names_the_shards():

@@ -156,9 +156,10 @@ def test_dry_run_lists_every_job(repo_copy):
 
 
 @pytest.mark.timeout(120)
-def test_embedded_default_has_240_cells_in_48_shards(repo_copy):
-    """config.yaml: legacy x 3 baselines and v1 x 5 (random and scripted too) x 6 scenarios
-    (v1: families) x 5 seeds, each policy's 5 seeds of a scenario in one shard (shard_seeds 100)."""
+def test_embedded_default_has_2100_baseline_cells_in_48_shards(repo_copy):
+    """config.yaml: legacy x 3 baselines x 6 scenarios x 5 seeds, and v1 x 5 (random and scripted
+    too) x 6 families x 67 baseline seeds, each policy's seeds of a scenario in one shard
+    (shard_seeds 100)."""
     counts, output = dry_run(repo_copy, "--forceall", configfile=None)
     assert counts["baseline"] == 48
     assert {k: v for k, v in counts.items() if k not in ("baseline", "env_image")} == {
@@ -171,7 +172,7 @@ def test_embedded_default_has_240_cells_in_48_shards(repo_copy):
     assert sum("/v1/scripted/" in shard for shard in shards) == 6
     assert not any("/legacy/scripted/" in shard or "/legacy/random/" in shard for shard in shards)
     with open(REPO / "config.yaml") as f:
-        assert len(Plan(yaml.safe_load(f)).baseline_cells()) == 240
+        assert len(Plan(yaml.safe_load(f)).baseline_cells()) == 3 * 6 * 5 + 5 * 6 * 67
 
 
 @pytest.mark.timeout(120)

@@ -68,6 +68,9 @@ class Ruleset:
     invalid_actions_consume_step: bool = False
     #: whether callers charge the policy's tokens against the budget (the legacy harness sent 0)
     charges_tokens: bool = True
+    #: whether the seed draws the task instance; False: every seed of a scenario is the same task,
+    #: so more seeds only repeat a stochastic policy's attempts (and a deterministic one's episode)
+    seeds_vary_task: bool = True
 
     # -- catalogue ------------------------------------------------------------------------------
     def scenarios(self) -> list[ScenarioInfo]:

@@ -77,6 +77,7 @@ class LegacyRuleset(Ruleset):
     )
     invalid_actions_consume_step = False
     charges_tokens = False
+    seeds_vary_task = False
 
     def __init__(self) -> None:
         self._infos = [
