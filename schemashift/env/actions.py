@@ -122,14 +122,26 @@ def load_action_json(text: str | bytes) -> Any:
         raise InvalidAction(f"malformed action JSON: {exc}") from None
     except RecursionError:
         raise InvalidAction("malformed action JSON: nested too deeply") from None
-    if (_SURROGATE_BYTES if isinstance(text, bytes) else _SURROGATE).search(text):
-        try:
-            json.dumps(value, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidAction("malformed action JSON: a string holds a lone UTF-16 surrogate") from None
-        except RecursionError:
-            raise InvalidAction("malformed action JSON: nested too deeply") from None
+    try:
+        lone = holds_lone_surrogate(text, value)
+    except RecursionError:
+        raise InvalidAction("malformed action JSON: nested too deeply") from None
+    if lone:
+        raise InvalidAction("malformed action JSON: a string holds a lone UTF-16 surrogate")
     return value
+
+
+def holds_lone_surrogate(text: str | bytes, value: Any) -> bool:
+    """Whether `value`, decoded from the JSON `text`, holds a string with a lone UTF-16 surrogate
+    (which no UTF-8 record or reply can carry); a scan of `text` spares the re-encoding when it
+    shows no surrogate at all."""
+    if not (_SURROGATE_BYTES if isinstance(text, bytes) else _SURROGATE).search(text):
+        return False
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def parse_action(data: Any, tools: Collection[str], drift_kinds: Collection[str]) -> Action:

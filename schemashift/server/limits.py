@@ -19,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-import re
 from collections.abc import Callable, Iterable
 from itertools import accumulate, repeat
 from operator import sub
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from schemashift.env.actions import holds_lone_surrogate
 
 MAX_MESSAGE_BYTES = 1 << 20
 MAX_DEPTH = 64
@@ -34,8 +35,6 @@ NOT_UTF8 = ("binary message is not UTF-8 JSON", "INVALID_JSON")
 NOT_AN_OBJECT = ("a message must be a JSON object with a 'type'", "INVALID_JSON")
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _SQUARE = bytes.maketrans(b"{}", b"[]")
-# A JSON escape of a UTF-16 surrogate, or one encoded as UTF-8 (json.loads of bytes lets it pass).
-_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
 
 class Oversized(str):
@@ -249,16 +248,13 @@ class WireLimits:
             return (*NOT_AN_OBJECT, 422)
         if path in SESSION_ROUTES and session_request(value):
             return SESSION_METHODS_REFUSED, "SESSION_ERROR", 403
-        if _SURROGATE.search(raw):
-            try:
-                json.dumps(value, ensure_ascii=False).encode("utf-8")
-            except UnicodeEncodeError:
-                return (
-                    "Invalid JSON: a string holds a lone UTF-16 surrogate (\\ud800-\\udfff without "
-                    "its pair), which the server could not send back",
-                    "INVALID_JSON",
-                    422,
-                )
+        if holds_lone_surrogate(raw, value):
+            return (
+                "Invalid JSON: a string holds a lone UTF-16 surrogate (\\ud800-\\udfff without "
+                "its pair), which the server could not send back",
+                "INVALID_JSON",
+                422,
+            )
         return None
 
     def _too_large(self, size: int) -> Problem:
