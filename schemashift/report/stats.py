@@ -186,6 +186,14 @@ def _binary(groups: Sequence[np.ndarray]) -> bool:
     return all(((g == 0.0) | (g == 1.0)).all() for g in groups)
 
 
+def _standard_error(groups: Sequence[np.ndarray]) -> tuple[float, float]:
+    """The standard error of the mean of the groups' means, from the variance within each group,
+    and its Welch-Satterthwaite degrees of freedom (every group has two values or more)."""
+    shares = [float(g.var(ddof=1)) / len(g) for g in groups]
+    df = sum(shares) ** 2 / sum(v * v / (len(g) - 1) for v, g in zip(shares, groups, strict=True))
+    return math.sqrt(sum(shares)) / len(groups), df
+
+
 def stratified_stat(
     groups: Sequence[np.ndarray],
     n: int,
@@ -211,10 +219,8 @@ def stratified_stat(
         return Stat(mean, None, None, n, provisional, note=ONE_SEED)
     if all(float(g.max() - g.min()) == 0.0 for g in groups):
         return Stat(mean, None, None, n, provisional, note=NO_VARIATION)
-    shares = [float(g.var(ddof=1)) / len(g) for g in groups]
-    variance = sum(shares) / k**2
-    df = sum(shares) ** 2 / sum(v * v / (len(g) - 1) for v, g in zip(shares, groups, strict=True))
-    half = t_ppf(1.0 - (1.0 - level) / 2.0, df) * math.sqrt(variance)
+    se, df = _standard_error(groups)
+    half = t_ppf(1.0 - (1.0 - level) / 2.0, df) * se
     low, high = mean - half, mean + half
     if bounds is not None:
         low, high = max(low, bounds[0]), min(high, bounds[1])
@@ -233,10 +239,7 @@ def difference_stat(
     if stat.mean is None:
         return stat
     if stat.method == "t":
-        k = len(groups)
-        shares = [float(g.var(ddof=1)) / len(g) for g in groups]
-        se = math.sqrt(sum(shares)) / k
-        df = sum(shares) ** 2 / sum(v * v / (len(g) - 1) for v, g in zip(shares, groups, strict=True))
+        se, df = _standard_error(groups)
         return replace(stat, p_value=t_sf2(stat.mean / se, df))
     values = [float(v) for g in groups for v in g]
     positive, negative = sum(v > 0 for v in values), sum(v < 0 for v in values)
