@@ -239,3 +239,27 @@ def test_the_power_benchmark_prints_the_exact_half_width_of_the_configured_cells
     assert half(201, 402) <= 0.05 < half(6 * 66 // 2, 6 * 66)
     v1_baselines = f"baselines 6 scenarios x 67 seeds = 402 cells, half-width {half(201, 402):.3f}"
     assert f"{v1_baselines} (meets <= 0.05)" in out
+
+
+cell_values = st.one_of(st.sampled_from([0.0, 1.0]), st.floats(-1.0, 1.0, allow_nan=False))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    groups=st.lists(st.lists(cell_values, min_size=1, max_size=9).map(np.array), min_size=1, max_size=6),
+    exact=st.booleans(),
+    difference=st.booleans(),
+)
+def test_an_interval_is_never_zero_width_and_holds_its_mean(groups, exact: bool, difference: bool) -> None:
+    """Whatever the cells (constant, 0/1, one seed, tiny spreads): either a proper interval around
+    the mean, or none with the reason; a difference always carries a p-value in [0, 1]."""
+    n = sum(len(g) for g in groups)
+    stat = stats.difference_stat(groups, n) if difference else stats.stratified_stat(groups, n, exact=exact)
+    assert stat.mean is not None
+    if stat.has_interval:
+        assert stat.ci_low < stat.ci_high and stat.method in ("exact", "t")
+        assert stat.ci_low <= stat.mean + 1e-12 and stat.mean <= stat.ci_high + 1e-12
+    else:
+        assert stat.method is None and stat.note in (stats.NO_VARIATION, stats.ONE_SEED)
+    if difference:
+        assert 0.0 <= stat.p_value <= 1.0
