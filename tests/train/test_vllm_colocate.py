@@ -40,9 +40,10 @@ def _run(tiny_model, **overrides):
     return resolve_run({"train": {"runs": {"r": spec}}}, "r")
 
 
-def _train_through_vllm(run, tmp_path, monkeypatch, tiny_model):
+def _train_through_vllm(run, tmp_path, monkeypatch, tiny_model, without_logprobs=False):
     """Train `run` as `train.trainer.train` builds it, on the colocated stand-in engine; returns
-    the trainer, the rollout, TRL's logs and the rollout outputs."""
+    the trainer, the rollout, TRL's logs and the rollout outputs. `without_logprobs`: the rollout
+    hands TRL no log-probabilities, as it did before it returned the engine's."""
     import trl.generation.vllm_generation as vllm_generation
     import trl.trainer.grpo_trainer as grpo_trainer
     from datasets import Dataset
@@ -62,6 +63,8 @@ def _train_through_vllm(run, tmp_path, monkeypatch, tiny_model):
 
         def play(self, model, prompts):
             out = super().play(model, prompts)
+            if without_logprobs:
+                out["logprobs"] = None
             self.outputs.append(out)
             return out
 
@@ -122,6 +125,14 @@ def test_grpo_trains_through_vllm_colocate_with_importance_ratios_near_one(tiny_
             assert all(lp == 0.0 for lp, m in zip(logprobs, mask, strict=True) if m == 0)
             model_logprobs = torch.tensor([lp for lp, m in zip(logprobs, mask, strict=True) if m == 1])
             assert (model_logprobs <= 0).all() and (model_logprobs < 0).any()
+
+
+def test_without_the_engines_logprobs_trls_correction_crashes(tiny_model, tmp_path, monkeypatch):
+    """The crash the rollout's log-probabilities fix, reproduced through the same trainer path:
+    TRL's importance-sampling correction subtracts the rollout's log-probabilities from its own."""
+    run = _run(tiny_model, max_steps=1, save_steps=1)
+    with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for -: 'Tensor' and 'NoneType'"):
+        _train_through_vllm(run, tmp_path, monkeypatch, tiny_model, without_logprobs=True)
 
 
 def test_a_long_episode_keeps_within_the_engine_length_by_evaluations_budget_rule(
