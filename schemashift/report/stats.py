@@ -186,12 +186,15 @@ def _binary(groups: Sequence[np.ndarray]) -> bool:
     return all(((g == 0.0) | (g == 1.0)).all() for g in groups)
 
 
-def _standard_error(groups: Sequence[np.ndarray]) -> tuple[float, float]:
+def _standard_error(groups: Sequence[np.ndarray]) -> tuple[float, float] | None:
     """The standard error of the mean of the groups' means, from the variance within each group,
-    and its Welch-Satterthwaite degrees of freedom (every group has two values or more)."""
+    and its Welch-Satterthwaite degrees of freedom (every group has two values or more); None
+    where the variance is below what floats resolve."""
     shares = [float(g.var(ddof=1)) / len(g) for g in groups]
-    df = sum(shares) ** 2 / sum(v * v / (len(g) - 1) for v, g in zip(shares, groups, strict=True))
-    return math.sqrt(sum(shares)) / len(groups), df
+    spread = sum(v * v / (len(g) - 1) for v, g in zip(shares, groups, strict=True))
+    if sum(shares) <= 0.0 or spread <= 0.0:
+        return None
+    return math.sqrt(sum(shares)) / len(groups), sum(shares) ** 2 / spread
 
 
 def stratified_stat(
@@ -217,13 +220,16 @@ def stratified_stat(
         return Stat(mean, low, high, n, provisional, "exact")
     if min(sizes) < 2:
         return Stat(mean, None, None, n, provisional, note=ONE_SEED)
-    if all(float(g.max() - g.min()) == 0.0 for g in groups):
+    error = None if all(float(g.max() - g.min()) == 0.0 for g in groups) else _standard_error(groups)
+    if error is None:
         return Stat(mean, None, None, n, provisional, note=NO_VARIATION)
-    se, df = _standard_error(groups)
+    se, df = error
     half = t_ppf(1.0 - (1.0 - level) / 2.0, df) * se
     low, high = mean - half, mean + half
     if bounds is not None:
         low, high = max(low, bounds[0]), min(high, bounds[1])
+    if not low < high:  # a spread below the resolution of the mean
+        return Stat(mean, None, None, n, provisional, note=NO_VARIATION)
     return Stat(mean, low, high, n, provisional, "t")
 
 
@@ -239,7 +245,7 @@ def difference_stat(
     if stat.mean is None:
         return stat
     if stat.method == "t":
-        se, df = _standard_error(groups)
+        se, df = _standard_error(groups)  # an interval was given, so the variance is resolved
         return replace(stat, p_value=t_sf2(stat.mean / se, df))
     values = [float(v) for g in groups for v in g]
     positive, negative = sum(v > 0 for v in values), sum(v < 0 for v in values)
