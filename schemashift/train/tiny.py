@@ -130,15 +130,36 @@ def build_tiny_model(
     seed: int = DEFAULTS["seed"],
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Build, warm-start and save the tiny model to `out` (complete or absent)."""
+    """Build, warm-start and save the tiny model to `out`, which appears complete or not at all:
+    it is built in a staging folder beside `out` and renamed into place (a killed build leaves
+    only the staging folder, which the next build of `out` removes)."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} exists and is not empty")
+    staging = out.parent / f".{out.name}.partial"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    manifest = _build(staging, curriculum, steps, max_seconds, seed, log)
+    if out.exists():
+        out.rmdir()
+    os.replace(staging, out)
+    return manifest
+
+
+def _build(
+    out: Path,
+    curriculum: Mapping[str, Sequence[str] | None],
+    steps: int,
+    max_seconds: float | None,
+    seed: int,
+    log: Callable[[str], None] | None,
+) -> dict[str, Any]:
     import torch
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
     from schemashift.train.sft import oracle_conversations, sft_model
 
-    out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise FileExistsError(f"{out} exists and is not empty")
     rulesets = list(curriculum)
     seeds = training_seeds(rulesets)
     conversations = oracle_conversations(rulesets, seeds, curriculum)
@@ -191,12 +212,14 @@ def cached_tiny_model(cache_dir: str | Path, **kwargs: Any) -> Path:
     target = Path(cache_dir) / f"tiny-{code_digest()[:16]}"
     if (target / "sft.json").exists():
         return target
-    staging = Path(cache_dir) / f".tiny-build-{os.getpid()}"
-    if staging.exists():
-        shutil.rmtree(staging)
-    build_tiny_model(staging, **kwargs)
+    # a private folder to build in: processes sharing the cache must not share a staging folder
+    private = Path(tempfile.mkdtemp(prefix=".tiny-build-", dir=cache_dir))
     try:
-        os.replace(staging, target)
+        build_tiny_model(private / "model", **kwargs)
+        os.replace(private / "model", target)
     except OSError:  # another process finished first
-        shutil.rmtree(staging, ignore_errors=True)
+        if not (target / "sft.json").exists():
+            raise
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
     return target
