@@ -16,6 +16,7 @@ if not workflow.config_settings.configfiles:
 include: "workflow/rules/common.smk"
 include: "workflow/rules/container.smk"
 include: "workflow/rules/baselines.smk"
+include: "workflow/rules/models.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"

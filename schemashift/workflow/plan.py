@@ -52,12 +52,13 @@ def model_slug(model: str) -> str:
 @dataclass(frozen=True)
 class Subject:
     """A model evaluation: its results folder under results/eval, the policy spec `eval` gets
-    (a checkpoint's identity comes from its adapter folder's manifest.json), the training record
-    it waits on, and the provenance its expected cells carry."""
+    (a checkpoint's identity comes from its adapter folder's manifest.json), what it waits on
+    (its run's completion record, or the built model a step-0 evaluation plays), and the
+    provenance its expected cells carry."""
 
     name: str
     policy: str
-    trained: str | None = None
+    waits_on: tuple[str, ...] = ()
     train_run: str | None = None
     checkpoint_step: int | None = None
 
@@ -66,9 +67,9 @@ class Plan:
     """The workflow's plan for one validated `config`, with API keys looked up in `environ`."""
 
     def __init__(self, config: Mapping[str, Any], environ: Mapping[str, str] = os.environ, results="results"):
-        self.config = config
-        self.environ = environ
         self.results = results
+        self.config = self._with_built_models(config)
+        self.environ = environ
         # a parse asks for the same cells and runs many times; the config does not change meanwhile
         self._cells: dict[str, list[tuple[str, int]]] = {}
         self._shards: dict[str, dict[tuple[str, int], list[int]]] = {}
@@ -217,6 +218,45 @@ class Plan:
     def baseline_files(self) -> list[str]:
         return [f"{self.shard_dir(*shard)}/{name}" for shard in self.baseline_shards() for name in CELL_FILES]
 
+    # --- models the workflow builds itself ------------------------------------------------------
+
+    def _with_built_models(self, config: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The config with each built model's policy filled in (`hf:` its folder under
+        results/models), so that training runs, step-0 evaluations and the report name it as
+        they name any local model."""
+        models = config.get("models") or {}
+        built = {name: entry for name, entry in models.items() if entry.get("build")}
+        if not built:
+            return config
+        for name, entry in built.items():
+            if "policy" in entry:
+                raise ConfigError(
+                    f"models.{name}: a built model's policy is its folder ({self.built_model_dir(name)}); "
+                    "give `build` or `policy`, not both"
+                )
+        filled = {
+            name: {**entry, "policy": f"hf:{self.built_model_dir(name)}"} if name in built else entry
+            for name, entry in models.items()
+        }
+        return {**config, "models": filled}
+
+    def built_model_dir(self, name: str) -> str:
+        """Where the workflow builds model `name` of the config (`build: tiny`)."""
+        return f"{self.results}/models/{name}"
+
+    def built_models(self) -> dict[str, str]:
+        """Name -> recipe of every model the workflow builds (`models.<name>.build`)."""
+        return {name: m["build"] for name, m in (self.config.get("models") or {}).items() if m.get("build")}
+
+    def built_model_pattern(self, recipe: str) -> str:
+        """A wildcard pattern matching the names of the models built by `recipe` (none: nothing)."""
+        names = [re.escape(name) for name, made in self.built_models().items() if made == recipe]
+        return "|".join(names) or "(?!)"
+
+    def built_model_name(self, base_model: str) -> str | None:
+        """The config name of the built model at `base_model`'s path, if it is one."""
+        return next((n for n in self.built_models() if base_model == self.built_model_dir(n)), None)
+
     # --- API models -----------------------------------------------------------------------------
 
     def _set(self, name: str | None) -> bool:
@@ -312,6 +352,11 @@ class Plan:
             },
         }
 
+    def run_inputs(self, run: str) -> list[str]:
+        """What a train job starts from besides its config: the built model it fine-tunes, if any."""
+        base = self.train_run(run).base_model
+        return [base] if self.built_model_name(base) else []
+
     def checkpoint_steps(self, run: str) -> list[int]:
         """The steps a run saves a checkpoint at: every `save_steps`, and `max_steps`."""
         return self.train_run(run).save_steps()
@@ -321,11 +366,10 @@ class Plan:
         bases: dict[str, str] = {}
         for run in self.train_runs():
             model = self.train_run(run).base_model
-            other = bases.setdefault(model_slug(model), model)
+            slug = self.built_model_name(model) or model_slug(model)
+            other = bases.setdefault(slug, model)
             if other != model:
-                raise ConfigError(
-                    f"base models {other!r} and {model!r} share the folder {model_slug(model)!r}"
-                )
+                raise ConfigError(f"base models {other!r} and {model!r} share the folder {slug!r}")
         return bases
 
     def checkpoint_dir(self, run: str, step: int) -> str:
@@ -347,13 +391,14 @@ class Plan:
                 raise ValueError(
                     f"no training run has the base model folder {tail!r}; known: {sorted(bases)}"
                 )
-            return Subject(name, f"hf:{bases[tail]}", checkpoint_step=0)
+            built = () if self.built_model_name(bases[tail]) is None else (bases[tail],)
+            return Subject(name, f"hf:{bases[tail]}", waits_on=built, checkpoint_step=0)
         step = int(tail.removeprefix("step-"))
         steps = self.checkpoint_steps(head)
         if step not in steps:
             raise ValueError(f"train run {head!r} saves no checkpoint {step}; its checkpoints: {steps}")
         policy = f"hf:{self.train_run(head).base_model}@{self.checkpoint_dir(head, step)}"
-        return Subject(name, policy, self.train_done(head), head, step)
+        return Subject(name, policy, (self.train_done(head),), head, step)
 
     def model_subjects(self) -> list[str]:
         """The base models and every checkpoint of the enabled training runs."""

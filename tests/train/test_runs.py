@@ -12,10 +12,11 @@ from schemashift.env.rulesets import get_ruleset
 from schemashift.train.runs import DEFAULTS, RunConfigError, grpo_kwargs, lora_kwargs, resolve_run
 
 ROOT = Path(__file__).parents[2]
-CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
+# the seed document's GPU-scale matrix (config.yaml holds its CPU-scale version)
+CONFIG = yaml.safe_load((ROOT / "config.gpu.yaml").read_text())
 
 
-def test_default_config_holds_the_seed_documents_run_matrix():
+def test_the_gpu_config_holds_the_seed_documents_run_matrix():
     runs = {name: resolve_run(CONFIG, name) for name in CONFIG["train"]["runs"]}
     main = runs["run1"]
     assert (main.base_model, main.ruleset, main.split, main.reward) == (

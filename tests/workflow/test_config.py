@@ -13,7 +13,7 @@ from workflow_support import REPO, TEST_CONFIG, snakemake, tool
 jsonschema = pytest.importorskip("jsonschema")
 
 SCHEMA_FILE = REPO / "workflow" / "schemas" / "config.schema.yaml"
-CONFIGS = ["config.yaml", TEST_CONFIG]
+CONFIGS = ["config.yaml", "config.gpu.yaml", TEST_CONFIG]
 
 
 def load_yaml(path: Path):

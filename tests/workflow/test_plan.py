@@ -38,7 +38,8 @@ def with_defaults(config: dict) -> dict:
 
 
 def composed_config() -> dict:
-    config = with_defaults(load("config.yaml"))
+    """The seed document's GPU-scale matrix (config.gpu.yaml), with compositions and an API model."""
+    config = with_defaults(load("config.gpu.yaml"))
     config["evaluation"]["v1"]["compositions"] = True
     config["train"]["enabled"] = True
     config["models"]["gpt-4o-mini"]["enabled"] = True
@@ -166,13 +167,13 @@ def test_subjects_pass_only_the_policy_spec():
     plan = Plan(config, environ={})
     step = plan.subject("run1/step-50")
     assert step.policy == "hf:Qwen/Qwen2.5-1.5B-Instruct@results/train/run1/checkpoint-50"
-    assert (step.trained, step.train_run, step.checkpoint_step) == (
-        "results/train/run1/train.done.json",
+    assert (step.waits_on, step.train_run, step.checkpoint_step) == (
+        ("results/train/run1/train.done.json",),
         "run1",
         50,
     )
     base = plan.subject("base/Qwen--Qwen2.5-1.5B-Instruct")
-    assert (base.policy, base.trained, base.checkpoint_step) == ("hf:Qwen/Qwen2.5-1.5B-Instruct", None, 0)
+    assert (base.policy, base.waits_on, base.checkpoint_step) == ("hf:Qwen/Qwen2.5-1.5B-Instruct", (), 0)
     with pytest.raises(ValueError, match=r"saves no checkpoint 70; its checkpoints: \[25, 50, 75, 100\]"):
         plan.subject("run1/step-70")
 
@@ -201,7 +202,8 @@ def test_gpu_visibility_starts_no_process(tmp_path):
 
 
 def test_training_auto_follows_the_gpu_and_the_census_expects_runs_unless_disabled(monkeypatch, tmp_path):
-    config = with_defaults(load("config.yaml"))
+    config = with_defaults(load("config.gpu.yaml"))
+    config["train"]["enabled"] = "auto"
     monkeypatch.setattr("schemashift.workflow.plan.NVIDIA_GPUS", tmp_path)
     plan = Plan(config, environ={})
     assert not plan.train_enabled() and plan.evaluation_targets() == []
@@ -302,3 +304,28 @@ def test_a_policy_edit_changes_only_its_own_cells_digest(package):
     assert {rule: after[rule] for rule in others} == {rule: before[rule] for rule in others}, "no other rule"
     before, after = digests_after(package, "schemashift/policies/base.py")
     assert all(before[f"cells/{name}"] != after[f"cells/{name}"] for name in BUILTIN), "shared code: all"
+
+
+def test_the_default_builds_its_base_model_and_every_run_and_step_0_wait_on_it():
+    """config.yaml trains the tiny model the workflow builds: its folder is the runs' base model,
+    the input of each train job and of the step-0 evaluation, whose folder is its config name."""
+    plan = Plan(with_defaults(load("config.yaml")), environ={})
+    assert plan.built_models() == {"tiny-qwen2": "tiny"}
+    folder = plan.built_model_dir("tiny-qwen2")
+    assert folder == "results/models/tiny-qwen2"
+    assert plan.train_enabled() and plan.train_runs() == ["run1", "run2_binary", "run4_legacy"]
+    assert all(plan.run_inputs(run) == [folder] for run in plan.train_runs())
+    assert plan.base_models() == {"tiny-qwen2": folder}
+    base = plan.subject("base/tiny-qwen2")
+    assert (base.policy, base.waits_on, base.checkpoint_step) == (f"hf:{folder}", (folder,), 0)
+    assert plan.run_config("run1")["models"]["tiny-qwen2"]["policy"] == f"hf:{folder}"
+    assert set(plan.model_subjects()) == {"base/tiny-qwen2"} | {
+        f"{run}/step-{step}" for run in plan.train_runs() for step in (2, 4, 6)
+    }
+
+
+def test_a_built_model_with_a_policy_of_its_own_is_refused():
+    config = with_defaults(load("config.yaml"))
+    config["models"]["tiny-qwen2"]["policy"] = "hf:elsewhere"
+    with pytest.raises(ConfigError, match="give `build` or `policy`, not both"):
+        Plan(config, environ={})

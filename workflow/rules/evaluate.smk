@@ -51,7 +51,7 @@ rule evaluate_api:
 # into --gpus=1 and adds the cluster's CPUs, memory and wall time.
 rule evaluate:
     input:
-        trained=lambda w: PLAN.subject(w.subject).trained or [],
+        waits_on=lambda w: PLAN.subject(w.subject).waits_on,
     output:
         episodes=f"{RESULTS}/eval/{{subject}}/{{ruleset}}/episodes.parquet",
         drifts=f"{RESULTS}/eval/{{subject}}/{{ruleset}}/drifts.parquet",

@@ -28,6 +28,7 @@ rule train_config:
 rule train:
     input:
         config=f"{RESULTS}/train/{{run}}/run-config.json",
+        base_model=lambda w: PLAN.run_inputs(w.run),
     output:
         done=f"{RESULTS}/train/{{run}}/train.done.json",
         metrics=f"{RESULTS}/train/{{run}}/metrics.parquet",
