@@ -72,7 +72,7 @@ def shell_commands(output: str) -> list[str]:
 
 def test_shipped_models_are_off_without_their_key_variables(copy):
     counts, _ = dry_run(copy, configfile=None)
-    assert "evaluate_api" not in counts and "evaluate" not in counts
+    assert "evaluate_api" not in counts and counts["evaluate"] == (1 + 3 * 3) * 2  # the tiny model's
 
 
 @pytest.mark.parametrize(
@@ -109,8 +109,9 @@ def test_the_default_plays_models_on_seeds_and_v1_baselines_on_baseline_seeds(co
     """config.yaml: an API model's v1 job plays seeds 0-4, v1's baseline shards 0-66, and
     legacy's (no baseline_seeds) the models' 0-4."""
     _, output = dry_run(copy, configfile=None, env=no_keys(OPENAI_API_KEY="sk-x"))
-    (v1_eval,) = [command for command in shell_commands(output) if "--ruleset v1" in command]
-    assert "--scenarios all --seeds 0-4 --split test --samples 1" in v1_eval
+    v1_evals = [command for command in shell_commands(output) if "--ruleset v1" in command]
+    assert len(v1_evals) == 1 + 1 + 3 * 3  # the API model, the tiny model's step 0 and checkpoints
+    assert all("--scenarios all --seeds 0-4 --split test --samples 1" in command for command in v1_evals)
     shards = [line for line in output.splitlines() if "schemashift.cli run" in line]
     assert sum("--ruleset v1" in command for command in shards) == 5 * 6
     for command in shards:

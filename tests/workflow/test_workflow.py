@@ -165,6 +165,11 @@ def test_embedded_default_has_2100_baseline_cells_in_48_shards(repo_copy):
     assert {k: v for k, v in counts.items() if k not in ("baseline", "env_image")} == {
         "expected_cells": 1,
         "report_config": 1,
+        # the tiny model built, three CPU-scale runs, step 0 and three checkpoints each on both rulesets
+        "tiny_model": 1,
+        "train_config": 3,
+        "train": 3,
+        "evaluate": (1 + 3 * 3) * 2,
         **DOWNSTREAM,
     }
     shards = [outs[0] for rule, outs in planned_outputs(output) if rule == "baseline"]
