@@ -18,7 +18,21 @@ BACKENDS = ("auto", "transformers", "unsloth", "vllm")
 #: Keys of one `train.runs.<name>` entry; `report_step` names the checkpoint the report calls
 #: "trained" (default: the last one), `enabled: false` keeps an optional run out of the workflow,
 #: `description` is shown beside the run in the report.
-RUN_KEYS = ("base_model", "ruleset", "split", "reward", "overrides", "report_step", "enabled", "description")
+RUN_KEYS = (
+    "base_model",
+    "ruleset",
+    "split",
+    "reward",
+    "overrides",
+    "report_step",
+    "enabled",
+    "description",
+    "repeats",
+)
+#: A run with `repeats: N` trains N times, each time with another training seed (the `seed`
+#: setting plus 0, 1, ...): the first keeps the run's name, the others are <run>.rep2, <run>.rep3,
+#: ... (`repeat_name`), so that the report can tell training variance from evaluation variance.
+REPEAT_MARK = ".rep"
 
 #: Setting -> default. LoRA and GRPO values follow the TRAINING_LOG's Run 1 (with its adopted
 #: DAPO loss, cosine schedule, warmup 2, beta 0.01, grad-norm clip 1.0).
@@ -98,6 +112,9 @@ class TrainRun:
     settings: dict[str, Any] = field(default_factory=dict)
     report_step: int | None = None
     description: str | None = None
+    #: the configured run this is a repeat of (itself for the first), and which repeat (1-based)
+    configured: str = ""
+    repeat: int = 1
 
     def __getitem__(self, key: str) -> Any:
         return self.settings[key]
@@ -118,6 +135,8 @@ class TrainRun:
             "reward": self.reward,
             "report_step": self.report_step,
             "description": self.description,
+            "configured": self.configured or self.name,
+            "repeat": self.repeat,
             "settings": dict(self.settings),
         }
 
@@ -135,25 +154,51 @@ def _check_settings(where: str, values: dict[str, Any]) -> None:
         raise RunConfigError(f"{where}: unknown training settings {unknown}; known: {sorted(DEFAULTS)}")
 
 
+def repeat_name(run: str, repeat: int) -> str:
+    """The name of repeat `repeat` (1-based) of `run`: the first is the run itself."""
+    return run if repeat == 1 else f"{run}{REPEAT_MARK}{repeat}"
+
+
+def split_repeat(name: str) -> tuple[str, int]:
+    """(configured run, repeat) of a run name: `run1.rep3` -> ("run1", 3), `run1` -> ("run1", 1)."""
+    run, mark, number = name.rpartition(REPEAT_MARK)
+    if mark and run and number.isdigit() and int(number) >= 2 and str(int(number)) == number:
+        return run, int(number)
+    return name, 1
+
+
 def enabled_runs(config: Mapping[str, Any]) -> list[str]:
-    """The training runs of a config that train (`enabled: false` keeps an optional run out), in
-    config order: the runs the workflow plans and the report expects."""
+    """The training runs of a config that train (`enabled: false` keeps an optional run out), each
+    repeat apart, in config order: the runs the workflow plans and the report expects."""
     runs = (config.get("train") or {}).get("runs") or {}
-    return [name for name, spec in runs.items() if spec.get("enabled", True)]
+    return [
+        repeat_name(name, repeat)
+        for name, spec in runs.items()
+        if spec.get("enabled", True)
+        for repeat in range(1, int(spec.get("repeats", 1)) + 1)
+    ]
 
 
 def resolve_run(config: dict[str, Any], name: str, overrides: dict[str, Any] | None = None) -> TrainRun:
     """Resolve run `name` of a (validated) config: DEFAULTS < train.defaults < run overrides < `overrides`."""
     train = config.get("train") or {}
     runs = train.get("runs") or {}
-    if name not in runs:
+    configured, repeat = (name, 1) if name in runs else split_repeat(name)
+    if configured not in runs:
         raise RunConfigError(f"no training run {name!r} in config; runs: {sorted(runs)}")
-    spec = dict(runs[name])
+    spec = dict(runs[configured])
     unknown = sorted(set(spec) - set(RUN_KEYS))
     if unknown:
         raise RunConfigError(
-            f"train.runs.{name}: unknown keys {unknown}; a run has {list(RUN_KEYS)} "
+            f"train.runs.{configured}: unknown keys {unknown}; a run has {list(RUN_KEYS)} "
             f"and puts training settings under 'overrides'"
+        )
+    repeats = spec.get("repeats", 1)
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise RunConfigError(f"train.runs.{configured}: repeats must be a positive integer, got {repeats!r}")
+    if repeat > repeats:
+        raise RunConfigError(
+            f"no training run {name!r} in config: train.runs.{configured} repeats {repeats} time(s)"
         )
     identity = {key: spec.get(key) for key in ("base_model", "ruleset", "split", "reward")}
     run_overrides = spec.get("overrides") or {}
@@ -162,6 +207,7 @@ def resolve_run(config: dict[str, Any], name: str, overrides: dict[str, Any] | N
     _check_settings(f"train.runs.{name}.overrides", run_overrides)
     _check_settings("command-line overrides", overrides or {})
     settings = {**DEFAULTS, **defaults, **run_overrides, **(overrides or {})}
+    settings["seed"] = settings["seed"] + repeat - 1
 
     # A base model may be named by its `models` entry (a local "hf:" model with its size).
     entry = (config.get("models") or {}).get(identity["base_model"]) or {}
@@ -210,6 +256,8 @@ def resolve_run(config: dict[str, Any], name: str, overrides: dict[str, Any] | N
         settings=settings,
         report_step=spec.get("report_step"),
         description=spec.get("description"),
+        configured=configured,
+        repeat=repeat,
     )
     # the scenarios it trains on exist (and compositions, where asked for), and fit its turn limit
     check_turn_limit(run, training_scenarios(run))

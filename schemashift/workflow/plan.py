@@ -341,15 +341,13 @@ class Plan:
 
     def run_config(self, run: str) -> dict:
         """The config a train job reads: the shared defaults and this run alone."""
-        self.train_run(run)
-        base = self.config["train"]["runs"][run]["base_model"]
+        configured = self.train_run(run).configured
+        spec = self.config["train"]["runs"][configured]
+        base = spec["base_model"]
         models = {base: self.config["models"][base]} if base in self.config["models"] else {}
         return {
             "models": models,
-            "train": {
-                "defaults": self.config["train"]["defaults"],
-                "runs": {run: self.config["train"]["runs"][run]},
-            },
+            "train": {"defaults": self.config["train"]["defaults"], "runs": {configured: spec}},
         }
 
     def run_inputs(self, run: str) -> list[str]:

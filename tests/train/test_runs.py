@@ -9,7 +9,16 @@ import pytest
 import yaml
 
 from schemashift.env.rulesets import get_ruleset
-from schemashift.train.runs import DEFAULTS, RunConfigError, grpo_kwargs, lora_kwargs, resolve_run
+from schemashift.train.runs import (
+    DEFAULTS,
+    RunConfigError,
+    enabled_runs,
+    grpo_kwargs,
+    lora_kwargs,
+    repeat_name,
+    resolve_run,
+    split_repeat,
+)
 
 ROOT = Path(__file__).parents[2]
 # the seed document's GPU-scale matrix (config.yaml holds its CPU-scale version)
@@ -194,3 +203,41 @@ def test_a_base_model_may_be_named_by_its_models_entry():
         "train": {"runs": {"r": {"base_model": "qwen-1.5b", "ruleset": "v1", "reward": "v1"}}},
     }
     assert resolve_run(config, "r").base_model == "Qwen/Qwen2.5-1.5B-Instruct"
+
+
+def test_a_repeated_run_trains_once_per_training_seed_under_names_of_its_own():
+    config = copy.deepcopy(CONFIG)
+    config["train"]["runs"]["run1"]["repeats"] = 3
+    config["train"]["runs"]["run1"]["overrides"] = {"seed": 7}
+    names = enabled_runs(config)
+    assert names[:3] == ["run1", "run1.rep2", "run1.rep3"] and "run1.rep4" not in names
+    runs = [resolve_run(config, name) for name in names[:3]]
+    assert [run["seed"] for run in runs] == [7, 8, 9]
+    assert {(run.configured, run.base_model, run.reward) for run in runs} == {
+        ("run1", "Qwen/Qwen2.5-1.5B-Instruct", "v1")
+    }
+    assert [run.repeat for run in runs] == [1, 2, 3]
+    # apart from the seed, a repeat is its run
+    assert all({**run.settings, "seed": 0} == {**runs[0].settings, "seed": 0} for run in runs)
+
+
+@pytest.mark.parametrize("name", ["run1.rep4", "run1.rep1", "run1.rep02", "run2_binary.rep2", "nope.rep2"])
+def test_a_repeat_the_config_does_not_make_is_refused(name):
+    config = copy.deepcopy(CONFIG)
+    config["train"]["runs"]["run1"]["repeats"] = 3
+    with pytest.raises(RunConfigError, match="no training run"):
+        resolve_run(config, name)
+
+
+@pytest.mark.parametrize("repeats", [0, -1, 1.5, True, "2"])
+def test_repeats_must_be_a_positive_integer(repeats):
+    config = copy.deepcopy(CONFIG)
+    config["train"]["runs"]["run1"]["repeats"] = repeats
+    with pytest.raises(RunConfigError, match="repeats must be a positive integer"):
+        resolve_run(config, "run1")
+
+
+def test_repeat_names_round_trip():
+    for run in ("run1", "a.b", "x.rep", "r.repx"):
+        for repeat in (1, 2, 10):
+            assert split_repeat(repeat_name(run, repeat)) == (run, repeat)

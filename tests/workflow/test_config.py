@@ -46,6 +46,16 @@ def test_shipped_configs_validate(schema, name):
     assert errors(schema, load_yaml(REPO / name)) == []
 
 
+@pytest.mark.parametrize(
+    ("name", "valid"),
+    [("run1", True), ("run1.v2", True), ("run1.rep", True), ("run1.rep2", False), ("base", False), ("api", False)],
+)
+def test_run_names_leave_room_for_repeats_and_evaluation_folders(schema, name, valid):
+    config = load_yaml(REPO / "config.yaml")
+    config["train"]["runs"] = {name: config["train"]["runs"]["run1"]}
+    assert (errors(schema, config) == []) is valid
+
+
 def test_embedded_default_is_the_schema_defaults(schema):
     """config.yaml spells out every top-level key, each with the schema's documented default."""
     config = load_yaml(REPO / "config.yaml")

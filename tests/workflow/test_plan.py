@@ -329,3 +329,15 @@ def test_a_built_model_with_a_policy_of_its_own_is_refused():
     config["models"]["tiny-qwen2"]["policy"] = "hf:elsewhere"
     with pytest.raises(ConfigError, match="give `build` or `policy`, not both"):
         Plan(config, environ={})
+
+
+def test_each_repeat_of_a_run_trains_and_is_evaluated_apart_from_one_config_slice():
+    config = with_defaults(load("config.yaml"))
+    config["train"]["runs"]["run1"]["repeats"] = 2
+    plan = Plan(config, environ={})
+    assert plan.train_runs() == ["run1", "run1.rep2", "run2_binary", "run4_legacy"]
+    assert plan.run_config("run1.rep2") == plan.run_config("run1")
+    assert "run1.rep2/step-6" in plan.model_subjects()
+    assert plan.subject("run1.rep2/step-2").waits_on == ("results/train/run1.rep2/train.done.json",)
+    with pytest.raises(ConfigError, match="no training run 'run1.rep3'"):
+        plan.train_run("run1.rep3")
