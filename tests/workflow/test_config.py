@@ -48,7 +48,14 @@ def test_shipped_configs_validate(schema, name):
 
 @pytest.mark.parametrize(
     ("name", "valid"),
-    [("run1", True), ("run1.v2", True), ("run1.rep", True), ("run1.rep2", False), ("base", False), ("api", False)],
+    [
+        ("run1", True),
+        ("run1.v2", True),
+        ("run1.rep", True),
+        ("run1.rep2", False),
+        ("base", False),
+        ("api", False),
+    ],
 )
 def test_run_names_leave_room_for_repeats_and_evaluation_folders(schema, name, valid):
     config = load_yaml(REPO / "config.yaml")
