@@ -54,8 +54,15 @@ def default_reply(body: dict) -> str:
 class OpenAIServer:
     """Context manager: `with OpenAIServer() as server: server.base_url ...`."""
 
-    def __init__(self, reply: Callable[[dict], str | dict] = default_reply, *, api_key: str | None = None):
+    def __init__(
+        self,
+        reply: Callable[[dict], str | dict] = default_reply,
+        *,
+        api_key: str | None = None,
+        usage: bool = True,
+    ):
         self.reply = reply
+        self.usage = usage  # False: answers carry no usage counts, as some servers do
         self.api_key = api_key  # when set, requests without this Bearer key get 401
         self.requests: list[Recorded] = []
         self.max_in_flight = 0
@@ -176,7 +183,9 @@ class OpenAIServer:
                             "prompt_tokens": len(prompt.split()),
                             "completion_tokens": len(text.split()),
                             "total_tokens": len(prompt.split()) + len(text.split()),
-                        },
+                        }
+                        if server.usage
+                        else None,
                     },
                     headers,
                 )
