@@ -302,3 +302,29 @@ def test_a_policy_edit_changes_only_its_own_cells_digest(package):
     assert {rule: after[rule] for rule in others} == {rule: before[rule] for rule in others}, "no other rule"
     before, after = digests_after(package, "schemashift/policies/base.py")
     assert all(before[f"cells/{name}"] != after[f"cells/{name}"] for name in BUILTIN), "shared code: all"
+
+
+def test_the_harness_is_part_of_every_model_subjects_identity():
+    """API models play `models.<m>.harnesses` (both model harnesses when absent), base models and
+    checkpoints both; each harness is its own folder, job and set of expected cells."""
+    config, keys = composed_config(), {"OPENAI_API_KEY": "sk-x"}
+    plan = Plan(config, environ=keys)
+    assert plan.api_subjects() == ["api/gpt-4o-mini", "api/gpt-4o-mini+tools"]
+    tools = plan.subject("api/gpt-4o-mini+tools")
+    assert (tools.policy, tools.harness) == ("openai:gpt-4o-mini", "tools")
+    assert plan.subject("api/gpt-4o-mini").harness == "default"
+    assert {s.rpartition("+")[2] for s in plan.model_subjects() if "+" in s} == {"tools"}
+    assert len(plan.model_subjects()) == 2 * len([s for s in plan.model_subjects() if "+" not in s])
+    census = plan.expected_cells()
+    model_cells = [c for c in census if "harness" in c]
+    assert {c["harness"] for c in model_cells} == {"default", "tools"}
+    by_harness = {
+        h: [{**c, "harness": None} for c in model_cells if c["harness"] == h] for h in ("default", "tools")
+    }
+    assert by_harness["default"] == by_harness["tools"]  # the same cells through each harness
+    targets = plan.evaluation_targets()
+    assert "results/eval/api/gpt-4o-mini+tools/v1/episodes.parquet" in targets
+    config["models"]["gpt-4o-mini"]["harnesses"] = ["tools"]
+    assert Plan(config, environ=keys).api_subjects() == ["api/gpt-4o-mini+tools"]
+    with pytest.raises(ValueError, match="unknown harness 'native'"):
+        plan.subject("api/gpt-4o-mini+native")
