@@ -340,7 +340,10 @@ def failed_examples(
                 if trajectory.get("status") != "graded" or final.get("success") is not False:
                     continue
                 subject = subject_label(
-                    trajectory["policy"], trajectory.get("train_run"), trajectory.get("checkpoint_step")
+                    trajectory["policy"],
+                    trajectory.get("train_run"),
+                    trajectory.get("checkpoint_step"),
+                    trajectory.get("harness"),
                 )
                 failures.setdefault((trajectory["ruleset"], subject), []).append(_example(trajectory))
         except (ValueError, KeyError) as exc:
