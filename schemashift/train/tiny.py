@@ -4,8 +4,8 @@ No weights can be downloaded in tests or CI, and a randomly initialised model ne
 parseable action, which would make every model test vacuous. So: a byte-level BPE tokenizer
 trained on the rendered oracle conversations, a Qwen2-shaped model with a Qwen2.5-style chat
 template (`<|im_start|>role ... <|im_end|>`, with Qwen2.5's tool-calling branches, so that the
-`tools` harness drives it through the template's own tool format), random weights from a fixed seed, then a short
-supervised pass (`train.sft`) on those conversations, capped in wall time. The result loads
+`tools` harness drives it through the template's own tool format), random weights from a fixed
+seed, then a short supervised pass (`train.sft`) on those conversations, capped in wall time. The result loads
 with `hf:DIR` like any Hugging Face checkpoint.
 """
 
@@ -35,7 +35,7 @@ CHAT_TEMPLATE = (
     "{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}"
     "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and "
     "arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n"
-    "{\"name\": <function-name>, \"arguments\": <args-json-object>}\\n</tool_call><|im_end|>\\n' }}"
+    '{"name": <function-name>, "arguments": <args-json-object>}\\n</tool_call><|im_end|>\\n\' }}'
     "{%- elif messages[0]['role'] == 'system' %}"
     "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
     "{%- else %}"

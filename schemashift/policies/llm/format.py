@@ -24,7 +24,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from schemashift.env.actions import ACTION_TYPES, SUBOBJECT
-from schemashift.policies.llm.functions import FunctionCall, function_definitions, read_calls
+from schemashift.policies.llm.functions import FunctionCall, call_action, function_definitions, read_calls
+from schemashift.policies.llm.parser import TOOL_CALL_BLOCK, legacy_parse, parse_output
 
 FORMAT_VERSION = 1
 HARNESSES = ("default", "legacy", "tools")
@@ -455,10 +456,11 @@ def _split_tools(messages: Sequence[Message]) -> tuple[list[Message], list[dict[
     tools = None
     plain = []
     for message in messages:
-        if TOOLS_FIELD in message:
+        if message.get(TOOLS_FIELD) is not None:
             tools = message[TOOLS_FIELD]
-            message = {k: v for k, v in message.items() if k != TOOLS_FIELD}
-        plain.append(message)
+            # a training dataset holds the definitions as JSON text (its rows need one schema)
+            tools = json.loads(tools) if isinstance(tools, str) else tools
+        plain.append({k: v for k, v in message.items() if k != TOOLS_FIELD})
     return plain, tools
 
 
@@ -471,26 +473,17 @@ def template_calls_tools(chat_template: Any) -> bool:
 
 
 def template_request(messages: Sequence[Message]) -> tuple[list[Message], list[dict[str, Any]] | None]:
-    """(messages, tools) for a chat template (`apply_chat_template(messages, tools=tools)`): a
-    model's turn is its own text, verbatim (its calls are already written in the template's
-    format), and a tool message its content."""
+    """(messages, tools) for a chat template (`apply_chat_template(messages, tools=tools)`): each
+    message's role and content only, so a model's turn is its own text, verbatim (its calls are
+    already written in the template's format)."""
     plain, tools = _split_tools(messages)
-    out = []
-    for message in plain:
-        if message["role"] == "assistant":
-            message = {"role": "assistant", "content": message["content"]}
-        elif message["role"] == "tool":
-            message = {"role": "tool", "content": message["content"]}
-        out.append(message)
-    return out, tools
+    return [{"role": m["role"], "content": m["content"]} for m in plain], tools
 
 
 def api_request(messages: Sequence[Message]) -> tuple[list[Message], list[dict[str, Any]] | None]:
     """(messages, tools) for an OpenAI-compatible chat API: a model's calls go back as
     `tool_calls` with their arguments as JSON text (unreadable arguments as the model wrote them),
     and its text without the call blocks as `content`."""
-    from schemashift.policies.llm.parser import TOOL_CALL_BLOCK
-
     plain, tools = _split_tools(messages)
     out = []
     for message in plain:
@@ -517,6 +510,24 @@ def api_request(messages: Sequence[Message]) -> tuple[list[Message], list[dict[s
 
 def _arguments_text(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+
+
+def read_turn(
+    harness: str, text: str, tools: Sequence[str], drift_kinds: Sequence[str]
+) -> list[tuple[Any, bool, str]]:
+    """The steps one model turn takes: (action, or the raw text when nothing readable, whether it
+    was unreadable, the text the step records). One step, except in the tools harness: one per
+    call (the first step records the whole turn, the others their call's block), or one invalid
+    step for a turn without a call."""
+    if harness == "tools":
+        calls = read_calls(text)
+        if not calls:
+            return [(text, True, text)]
+        return [(*call_action(call), text if k == 0 else call.text) for k, call in enumerate(calls)]
+    parsed = (legacy_parse if harness == "legacy" else parse_output)(text, tools, drift_kinds)
+    if parsed.action is None:
+        return [(text, True, text)]
+    return [(parsed.action, False, text)]
 
 
 def conversation_class(harness: str) -> type[Conversation] | type[LegacyPrompt]:

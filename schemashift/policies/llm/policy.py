@@ -27,10 +27,9 @@ from schemashift.policies.llm.format import (
     api_request,
     conversation_class,
     estimate_tokens,
+    read_turn,
     template_calls_tools,
 )
-from schemashift.policies.llm.functions import call_action, read_calls
-from schemashift.policies.llm.parser import legacy_parse, parse_output
 
 Message = dict[str, Any]
 
@@ -167,28 +166,14 @@ class ModelPolicy:
         return decisions
 
     def _decide(self, completion: Completion) -> list[Decision]:
-        """The turn's decisions: one, or in the tools harness one per call (`functions`), the
-        first carrying the turn's usage."""
+        """The turn's decisions (`format.read_turn`): one, or in the tools harness one per call,
+        the first carrying the turn's usage."""
         usage = (completion.tokens_in, completion.tokens_out)
-        if self.harness == "tools":
-            calls = read_calls(completion.text)
-            if not calls:
-                return [Decision(completion.text, usage, True, completion.text, completion.cached)]
-            decisions = []
-            for k, call in enumerate(calls):
-                action, unreadable = call_action(call)
-                text = completion.text if k == 0 else call.text
-                decisions.append(
-                    Decision(action, usage if k == 0 else (0, 0), unreadable, text, completion.cached)
-                )
-            return decisions
-        if self.harness == "legacy":
-            parsed = legacy_parse(completion.text, self._tools, self._kinds)
-        else:
-            parsed = parse_output(completion.text, self._tools, self._kinds)
-        if parsed.action is None:
-            return [Decision(completion.text, usage, True, completion.text, completion.cached)]
-        return [Decision(parsed.action, usage, False, completion.text, completion.cached)]
+        steps = read_turn(self.harness, completion.text, self._tools, self._kinds)
+        return [
+            Decision(action, usage if k == 0 else (0, 0), unreadable, text, completion.cached)
+            for k, (action, unreadable, text) in enumerate(steps)
+        ]
 
     def _complete(
         self, prompts: list[list[Message]], samples: list[int], slots: list[int]
