@@ -268,7 +268,9 @@ class Plan:
 
     def api_subjects(self) -> list[str]:
         """Every enabled API model through each of its harnesses (see `harness_folder`)."""
-        return [harness_folder(f"api/{name}", h) for name in self.api_models for h in self.api_harnesses(name)]
+        return [
+            harness_folder(f"api/{name}", h) for name in self.api_models for h in self.api_harnesses(name)
+        ]
 
     def api_key_variables(self) -> list[str]:
         """Names of the key variables remote executors must hand to the jobs."""
