@@ -394,14 +394,43 @@ class Plan:
         policy = f"hf:{self.train_run(head).base_model}@{self.checkpoint_dir(head, step)}"
         return Subject(name, policy, self.train_done(head), head, step)
 
-    def model_subjects(self) -> list[str]:
-        """The base models and every checkpoint of the enabled training runs, each through every
-        model harness: the one a run trained on and the other one (`train.runs.<run>.harness`)."""
+    def run_harnesses(self, run: str) -> list[str]:
+        """The harnesses a run's checkpoints are evaluated through: the one it trained on
+        (`train.runs.<run>.overrides.harness`) and the other one, or those its base model's
+        `models` entry lists (`harnesses`: a model whose chat template has no tool support plays
+        the default harness only), which must hold the one it trained on."""
         from schemashift.policies.llm.format import MODEL_HARNESSES
 
-        subjects = [f"base/{slug}" for slug in self.base_models()]
-        subjects += [f"{run}/step-{step}" for run in self.train_runs() for step in self.checkpoint_steps(run)]
-        return [harness_folder(subject, harness) for subject in subjects for harness in MODEL_HARNESSES]
+        name = self.config["train"]["runs"][run]["base_model"]
+        entry = (self.config.get("models") or {}).get(name) or {}
+        chosen = list(entry.get("harnesses", MODEL_HARNESSES))
+        trained_on = self.train_run(run)["harness"]
+        if trained_on not in chosen:
+            raise ConfigError(
+                f"train.runs.{run} trains through the {trained_on} harness, which models.{name}.harnesses "
+                f"{chosen} leaves out"
+            )
+        return [trained_on, *(h for h in chosen if h != trained_on)]
+
+    def model_subjects(self) -> list[str]:
+        """The base models and every checkpoint of the enabled training runs, each through its
+        run's harnesses (`run_harnesses`; a base model through those of every run it starts)."""
+        subjects = []
+        for slug, model in self.base_models().items():
+            harnesses = [
+                h
+                for run in self.train_runs()
+                if self.train_run(run).base_model == model
+                for h in self.run_harnesses(run)
+            ]
+            subjects += [harness_folder(f"base/{slug}", h) for h in dict.fromkeys(harnesses)]
+        for run in self.train_runs():
+            subjects += [
+                harness_folder(f"{run}/step-{step}", h)
+                for step in self.checkpoint_steps(run)
+                for h in self.run_harnesses(run)
+            ]
+        return subjects
 
     def eval_dir(self, subject: str, ruleset: str) -> str:
         return f"{self.results}/eval/{subject}/{ruleset}"

@@ -328,3 +328,25 @@ def test_the_harness_is_part_of_every_model_subjects_identity():
     assert Plan(config, environ=keys).api_subjects() == ["api/gpt-4o-mini+tools"]
     with pytest.raises(ValueError, match="unknown harness 'native'"):
         plan.subject("api/gpt-4o-mini+native")
+
+
+def test_a_runs_checkpoints_play_its_base_models_harnesses_and_the_one_it_trained_on_first():
+    config = composed_config()
+    config["models"]["small"] = {
+        "policy": "hf:Qwen/Qwen2.5-0.5B-Instruct",
+        "params_b": 0.5,
+        "harnesses": ["default"],
+    }
+    run = config["train"]["runs"]["run1"]
+    run["base_model"] = "small"
+    plan = Plan(config, environ={})
+    assert plan.run_harnesses("run1") == ["default"]
+    run1 = [s for s in plan.model_subjects() if s.startswith("run1/")]
+    assert run1 and not any("+" in s for s in run1)
+    assert "base/Qwen--Qwen2.5-0.5B-Instruct" in plan.model_subjects()
+    assert "base/Qwen--Qwen2.5-0.5B-Instruct+tools" not in plan.model_subjects()
+    run["overrides"] = {**(run.get("overrides") or {}), "harness": "tools"}
+    with pytest.raises(ConfigError, match="trains through the tools harness"):
+        Plan(config, environ={}).model_subjects()
+    config["models"]["small"]["harnesses"] = ["default", "tools"]
+    assert Plan(config, environ={}).run_harnesses("run1") == ["tools", "default"]
