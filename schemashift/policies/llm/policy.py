@@ -6,7 +6,9 @@
 pending prompts at once (the response cache answers what it already holds), and parses each
 output. An output with no action is handed on as its raw text, so the environment records it as
 invalid (v1 consumes the step; legacy ends the episode as the original harness did), and the
-decision says `parse_failed`.
+decision says `parse_failed`. In the tools harness one output may hold several calls: each is a
+decision of its own, taken in order at the slot's next rounds without asking the model again
+(`format.read_turn`).
 
 Engines: `LocalModel` (`hf:<model>[@<adapter>]`, batched generation) and `ApiModel`
 (`openai:<model>`, concurrent requests to an OpenAI-compatible endpoint).
