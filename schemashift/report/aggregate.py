@@ -37,8 +37,11 @@ if TYPE_CHECKING:
 #: row order of the aggregated tables; the last keys only break ties between runs of one cell
 EPISODE_ORDER = (*CELL_KEYS, "train_run", "checkpoint_step", "run_id")
 DRIFT_ORDER = (*EPISODE_ORDER, "drift_index")
-#: what identifies one episode: the same identity in two files means a cell was counted twice
+#: what a drift row shares with its episode besides the run id (drift rows carry no harness: a
+#: run id is one sweep, so one harness)
 IDENTITY = ("ruleset", "policy", "train_run", "checkpoint_step", "scenario", "seed", "sample_index")
+#: what identifies one episode: the same identity in two files means a cell was counted twice
+EPISODE_IDENTITY = (*IDENTITY, "harness")
 STATUSES = ("graded", "infra_error")
 #: packages whose versions the manifest records, when installed
 PACKAGES = ("pyarrow", "pandas", "numpy", "matplotlib", "seaborn")
@@ -71,10 +74,10 @@ def merge(dirs: Iterable[str | Path], exclude: Iterable[str | Path] = ()) -> Mer
         episodes = read_table(cell.episodes, "episodes")
         drifts = read_table(cell.drifts, "drifts")
         _check_drift_keys(cell, episodes, drifts)
-        for row in episodes.select(["status", *IDENTITY]).to_pylist():
+        for row in episodes.select(["status", *EPISODE_IDENTITY]).to_pylist():
             if row["status"] not in STATUSES:
                 raise ReportError(f"{cell.episodes}: unknown episode status {row['status']!r}")
-            identity = tuple(row[key] for key in IDENTITY)
+            identity = tuple(row[key] for key in EPISODE_IDENTITY)
             if identity in seen:
                 where = "twice in it" if seen[identity] == cell.episodes else f"also in {seen[identity]}"
                 raise ReportError(
@@ -104,7 +107,7 @@ def _check_drift_keys(cell: CellFiles, episodes: pa.Table, drifts: pa.Table) -> 
 
 
 def _describe(row: Mapping[str, Any]) -> str:
-    return ", ".join(f"{key}={row[key]}" for key in IDENTITY if row.get(key) is not None)
+    return ", ".join(f"{key}={row[key]}" for key in EPISODE_IDENTITY if row.get(key) is not None)
 
 
 def _sorted(table: pa.Table, keys: Sequence[str]) -> pa.Table:
@@ -340,7 +343,10 @@ def failed_examples(
                 if trajectory.get("status") != "graded" or final.get("success") is not False:
                     continue
                 subject = subject_label(
-                    trajectory["policy"], trajectory.get("train_run"), trajectory.get("checkpoint_step")
+                    trajectory["policy"],
+                    trajectory.get("train_run"),
+                    trajectory.get("checkpoint_step"),
+                    trajectory.get("harness"),
                 )
                 failures.setdefault((trajectory["ruleset"], subject), []).append(_example(trajectory))
         except (ValueError, KeyError) as exc:

@@ -23,7 +23,7 @@ from schemashift.report.analysis import (
     drift_outcomes,
     smoothed,
 )
-from schemashift.report.load import coverage, coverage_text
+from schemashift.report.load import coverage, coverage_text, split_label
 from schemashift.report.stats import LEVEL, Stat
 
 if TYPE_CHECKING:
@@ -184,9 +184,10 @@ def _wrap(label: str, width: int = 28) -> str:
 
 
 def overview_subjects(a: Analysis, ruleset: str) -> list[str]:
-    """Baselines, untrained models and each run's trained checkpoint (the others: learning curves)."""
+    """Baselines, untrained models and each run's trained checkpoint (the others: learning curves),
+    each through every harness it played, side by side."""
     finals = {run.trained_subject for run in a.runs.values()}
-    return [s for s in a.subjects(ruleset) if a.kinds.get(s) != "checkpoint" or s in finals]
+    return [s for s in a.subjects(ruleset) if a.kinds.get(s) != "checkpoint" or split_label(s)[0] in finals]
 
 
 def bar_figure(a: Analysis, ruleset: str, metric: str) -> Figure:

@@ -23,8 +23,13 @@ EPISODES_FILE = resultset.EPISODES_FILE
 DRIFTS_FILE = resultset.DRIFTS_FILE
 #: the columns that identify an expected cell (the workflow's unit of work)
 CELL_KEYS = ("ruleset", "policy", "scenario", "seed", "sample_index")
-#: what tells model evaluations apart: the training run and the checkpoint's optimizer step
-MODEL_KEYS = ("train_run", "checkpoint_step")
+#: what tells model evaluations apart: the training run, the checkpoint's optimizer step and the
+#: harness the model acted through
+MODEL_KEYS = ("train_run", "checkpoint_step", "harness")
+#: the harness a subject's label leaves unmarked (rule baselines have none)
+DEFAULT_HARNESS = "default"
+#: between a subject's label and its harness: `openai:gpt-4o-mini+tools`
+HARNESS_MARK = "+"
 TRAJECTORIES_FILE = resultset.TRAJECTORIES_FILE
 TRAINING_FILE = "metrics.parquet"
 #: scenario difficulty tiers in display order; other tiers follow, sorted
@@ -153,8 +158,8 @@ def read_expected_cells(path: str | Path) -> list[dict[str, Any]]:
     """The expected cells listed in a JSON file, validated.
 
     Each is `{"ruleset", "policy", "scenario", "seed"}` with optional `sample_index` (default 0),
-    and for a model evaluation `train_run` (null for an untrained model) and `checkpoint_step`
-    (0 for the untrained base model); both default to null.
+    and for a model evaluation `train_run` (null for an untrained model), `checkpoint_step`
+    (0 for the untrained base model) and `harness`; these default to null.
     """
     data = read_json(path, "expected cells")
     if not isinstance(data, list):
@@ -167,7 +172,7 @@ def read_expected_cells(path: str | Path) -> list[dict[str, Any]]:
         unknown = sorted(set(item) - set(CELL_KEYS) - set(MODEL_KEYS))
         if unknown:
             raise ReportError(f"{where}: unknown key(s) {', '.join(unknown)}")
-        cell = {"sample_index": 0, "train_run": None, "checkpoint_step": None, **item}
+        cell = {"sample_index": 0, **dict.fromkeys(MODEL_KEYS), **item}
         for key in (*CELL_KEYS, *MODEL_KEYS):
             value = cell.get(key)
             integer = key in ("seed", "sample_index", "checkpoint_step")
@@ -186,17 +191,32 @@ def read_expected_cells(path: str | Path) -> list[dict[str, Any]]:
     return cells
 
 
-def subject_label(policy: str, train_run: Any = None, checkpoint_step: Any = None) -> str:
+def subject_label(
+    policy: str, train_run: Any = None, checkpoint_step: Any = None, harness: Any = None
+) -> str:
     """How an evaluated subject appears everywhere: a checkpoint of a training run as
     `<run>@step-<n>` (its policy name carries an adapter path), anything else by its policy name,
-    with `@step-<n>` for a checkpoint evaluated outside a named run."""
+    with `@step-<n>` for a checkpoint evaluated outside a named run; a harness other than the
+    default one follows as `+<harness>` (each harness is a subject of its own)."""
     step = None if checkpoint_step is None or checkpoint_step != checkpoint_step else int(checkpoint_step)
     run = None if train_run is None or train_run != train_run else str(train_run)
     if run is not None:
-        return f"{run}@step-{step if step is not None else 'final'}"
-    if step is None or step == 0:
-        return policy
-    return f"{policy}@step-{step}"
+        label = f"{run}@step-{step if step is not None else 'final'}"
+    elif step is None or step == 0:
+        label = policy
+    else:
+        label = f"{policy}@step-{step}"
+    if isinstance(harness, str) and harness not in ("", DEFAULT_HARNESS):
+        label += f"{HARNESS_MARK}{harness}"
+    return label
+
+
+def split_label(label: str) -> tuple[str, str]:
+    """(the subject's label in the default harness, its harness) of a subject label."""
+    base, mark, harness = label.rpartition(HARNESS_MARK)
+    if not mark or not harness.isidentifier():
+        return label, DEFAULT_HARNESS
+    return base, harness
 
 
 def subject_kind(policy: str, train_run: Any, checkpoint_step: Any, base_model: Any) -> str:
@@ -213,7 +233,9 @@ def subject_kind(policy: str, train_run: Any, checkpoint_step: Any, base_model: 
 
 def cell_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
     """(ruleset, subject, scenario, seed, sample_index): one expected cell of one evaluated subject."""
-    subject = subject_label(row["policy"], row.get("train_run"), row.get("checkpoint_step"))
+    subject = subject_label(
+        row["policy"], row.get("train_run"), row.get("checkpoint_step"), row.get("harness")
+    )
     return (row["ruleset"], subject, row["scenario"], row["seed"], row["sample_index"])
 
 
@@ -242,17 +264,22 @@ KIND_ORDER = ("rule", "model", "base", "checkpoint")
 
 
 def subject_order(label: str, kind: str) -> tuple[Any, ...]:
-    """Rule baselines, model baselines, untrained bases, then checkpoints by run and step."""
-    run, _, step = label.rpartition("@step-")
+    """Rule baselines, model baselines, untrained bases, then checkpoints by run and step; a
+    subject's harnesses side by side (the default first)."""
+    base, harness = split_label(label)
+    order = (harness != DEFAULT_HARNESS, harness)
+    run, _, step = base.rpartition("@step-")
     if kind == "checkpoint" and step.isdigit():
-        return (KIND_ORDER.index(kind), run, int(step))
-    return (KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER), label, 0)
+        return (KIND_ORDER.index(kind), run, int(step), *order)
+    return (KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER), base, 0, *order)
 
 
 def _labels(frame: pd.DataFrame) -> list[str]:
     return [
-        subject_label(p, r, c)
-        for p, r, c in zip(frame["policy"], frame["train_run"], frame["checkpoint_step"], strict=True)
+        subject_label(p, r, c, h)
+        for p, r, c, h in zip(
+            frame["policy"], frame["train_run"], frame["checkpoint_step"], frame["harness"], strict=True
+        )
     ]
 
 
@@ -281,8 +308,12 @@ def _nulls(series: pd.Series) -> set[str]:
     return {"null"} if series.isna().any() else set()
 
 
-def drifts_frame(path: str | Path) -> pd.DataFrame:
+def drifts_frame(path: str | Path, episodes: pd.DataFrame) -> pd.DataFrame:
+    """The drifts file as a frame with each row's `harness` and `label`: drift rows carry no
+    harness, their episodes do, and a run id is one sweep, played through one harness."""
     frame = read_table(path, "drifts").to_pandas()
+    harness = dict(zip(episodes["run_id"], episodes["harness"], strict=True))
+    frame["harness"] = [harness.get(run_id) for run_id in frame["run_id"]]
     frame["label"] = _labels(frame)
     return frame
 

@@ -79,7 +79,12 @@ EPISODE_COLUMNS = _columns(
     ("base_model", "string", "Base model id of a model policy."),
     ("adapter_sha256", "string", "SHA-256 of the LoRA adapter weights, if any."),
     _CHECKPOINT_STEP,
-    ("harness", "string", "Prompting/parsing harness that wraps the policy."),
+    (
+        "harness",
+        "string",
+        "Prompting/parsing harness that wraps the policy: `default` (JSON actions in text), `tools` "
+        "(native tool calling), `legacy` (the original prompt); null for rule baselines.",
+    ),
     _SCENARIO,
     ("family", "string", "Scenario family."),
     ("tier", "string", "Scenario difficulty tier."),

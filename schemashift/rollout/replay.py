@@ -1,4 +1,6 @@
-"""Replay an action sequence (or a stored trajectory's actions) and score it step by step."""
+"""Replay an action sequence (or a stored trajectory's actions) and score it step by step, or
+record it as an episode (`record_actions`): how an episode an external agent played (through the
+MCP face, say) gets the same records as any policy's."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import Any
 from schemashift.env.actions import InvalidAction
 from schemashift.env.environment import Environment
 from schemashift.env.rulesets import get_ruleset
-from schemashift.rollout.runner import FINAL_KEYS
+from schemashift.rollout.runner import FINAL_KEYS, Cell, EpisodeRecorder, EpisodeResult, SweepContext
 
 
 class ReplayError(ValueError):
@@ -77,3 +79,21 @@ def trajectory_actions(trajectory: dict[str, Any]) -> tuple[list[Any], list[int]
             actions.append(action)
         tokens.append(used)
     return actions, tokens
+
+
+def record_actions(
+    ruleset: str, scenario: str, seed: int, actions: Iterable[Any], context: SweepContext
+) -> EpisodeResult:
+    """The records of an episode played elsewhere, from its actions in order: the episode row,
+    drift rows and trajectory the runner's own bookkeeping (`EpisodeRecorder`) writes for any
+    policy. Actions after the episode ended are not played; an episode the actions leave running
+    is recorded as it stands (not done, so not a success)."""
+    from schemashift.rollout.backends import InProcessBackend
+
+    recorder = EpisodeRecorder(InProcessBackend(), Cell(ruleset, scenario, seed), context)
+    observation = recorder.start()
+    for action in actions:
+        if observation["done"]:
+            break
+        observation = recorder.apply(action)
+    return recorder.finish()

@@ -5,7 +5,8 @@ cannot use it; this is a FastMCP server (streamable HTTP) mounted in the same ap
 
 - `reset(scenario, seed, ruleset)` starts an episode and returns the first observation;
 - one tool per endpoint in the documentation the ruleset shows the agent, named
-  `<tool>__<endpoint>`, with a JSON schema built from that documentation (legacy: the live
+  `<tool>__<endpoint>`, with a JSON schema built from that documentation (the same function
+  definitions as the `tools` harness's, `schemashift.policies.llm.functions`) (legacy: the live
   schema; a ruleset whose documentation goes stale lists the stale endpoints). A call of an
   endpoint name that is no longer valid still reaches the simulated API, so it fails with that
   API's own error;
@@ -30,17 +31,8 @@ from fastmcp.tools import Tool
 from fastmcp.tools.base import ToolResult
 
 from schemashift.env import Environment, EpisodeStateError, InvalidAction, get_ruleset
+from schemashift.policies.llm.functions import ENDPOINT_SEPARATOR, endpoint_schema, function_name
 from schemashift.server.environment import DEFAULT_RULESET, request_error
-
-ENDPOINT_SEPARATOR = "__"
-JSON_TYPES = {
-    "str": "string",
-    "int": "integer",
-    "float": "number",
-    "bool": "boolean",
-    "list": "array",
-    "dict": "object",
-}
 
 
 class McpEpisode:
@@ -123,19 +115,6 @@ def bound_session_manager(app: Any, max_sessions: int, idle_timeout_s: float | N
     raise RuntimeError("the MCP app has no streamable HTTP session manager to bound")
 
 
-def endpoint_schema(doc: dict[str, Any]) -> dict[str, Any]:
-    """A JSON schema for an endpoint's params from its documentation entry."""
-    properties = {}
-    for name, kind in (doc.get("params") or {}).items():
-        json_type = JSON_TYPES.get(kind) if isinstance(kind, str) else None
-        properties[name] = {"type": json_type} if json_type else {}
-    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": True}
-    required = [name for name in doc.get("required") or () if name in properties]
-    if required:
-        schema["required"] = required
-    return schema
-
-
 class EndpointTool(Tool):
     """One endpoint of a simulated API; a call is a `call_tool` step of the session's episode."""
 
@@ -182,7 +161,7 @@ class EndpointTools(Provider):
 
     def _tool(self, api: str, endpoint: str, doc: dict[str, Any]) -> EndpointTool:
         return EndpointTool(
-            name=f"{api}{ENDPOINT_SEPARATOR}{endpoint}",
+            name=function_name(api, endpoint),
             description=f"Call {api}.{endpoint} (one environment step).",
             parameters=endpoint_schema(doc),
             api=api,

@@ -25,10 +25,11 @@ which TRL's importance-sampling correction compares with the trained model's.
 
 The prompt budget is evaluation's: with `max_prompt_tokens` set, a conversation beyond it has
 its oldest turns summarised. From that turn on the prompt is no longer a continuation of the
-sequence, so the sequence (what TRL trains on) ends there while the episode plays on, exactly
-as evaluation would play it, to its end and its reward. A prompt still beyond the budget with
-every earlier turn summarised (a long latest turn) cuts the episode off there, as a turn limit
-would: the engine could not take it.
+sequence (nor is it in the tools harness once the function definitions change with the
+documentation the agent is shown), so the sequence (what TRL trains on) ends there while the
+episode plays on, exactly as evaluation would play it, to its end and its reward. A prompt
+still beyond the budget with every earlier turn summarised (a long latest turn) cuts the
+episode off there, as a turn limit would: the engine could not take it.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemashift.policies.llm.format import template_request
 from schemashift.policies.llm.turn_end import end_of_turn_ids
 from schemashift.rollout.runner import SweepContext
 from schemashift.train.dataset import EPISODE_FIELD
@@ -49,10 +51,6 @@ class TemplateError(RuntimeError):
     """The chat template does not render a conversation as a prefix-stable sequence."""
 
 
-def _plain(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
-    return [{"role": m["role"], "content": m["content"]} for m in messages]
-
-
 @dataclass
 class _Play:
     """One rollout episode: its turn loop and token sequence (recorded until the prompt budget
@@ -61,6 +59,8 @@ class _Play:
     loop: TurnLoop
     rendered: str
     prompt_ids: list[int]
+    #: the opening's system message (the tools harness: with its function definitions)
+    system: dict[str, Any] = field(default_factory=dict)
     completion_ids: list[int] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
     logprobs: list[float | None] = field(default_factory=list)
@@ -91,15 +91,19 @@ class ClosedLoopRollout:
         context: SweepContext | None = None,
         generation_config: Any = None,
         max_prompt_tokens: int | None = None,
+        harness: str = "default",
     ) -> None:
         self.tokenizer = tokenizer
+        self.harness = harness
         self.reward = reward
         self.max_turn_tokens = max_turn_tokens
         self.max_turns = max_turns
         self.temperature = temperature
         self.max_prompt_tokens = max_prompt_tokens
         self.backend_spec = backend
-        self.context = context or SweepContext(run_id=uuid.uuid4().hex, policy="grpo-rollout")
+        self.context = context or SweepContext(
+            run_id=uuid.uuid4().hex, policy="grpo-rollout", harness=harness
+        )
         #: outcome rows of the episodes played since the last `drain()` (for the training metrics)
         self.finished: list[dict[str, Any]] = []
         #: the trainer's vLLM generation engine while a call uses it (colocate mode)
@@ -109,8 +113,9 @@ class ClosedLoopRollout:
 
     # -- text <-> tokens -----------------------------------------------------------------------------
     def _render(self, messages: list[dict[str, Any]]) -> str:
+        plain, tools = template_request(messages)
         return self.tokenizer.apply_chat_template(
-            _plain(messages), add_generation_prompt=True, tokenize=False
+            plain, tools=tools, add_generation_prompt=True, tokenize=False
         )
 
     def _encode(self, text: str) -> list[int]:
@@ -131,11 +136,12 @@ class ClosedLoopRollout:
             backend=self.backend_spec,
             max_prompt_tokens=self.max_prompt_tokens,
             count_tokens=self._count,
+            harness=self.harness,
         )
         rendered = self._render(loop.conversation.messages())
         if rendered != self._render(prompt):
             raise ValueError(f"episode {key}: the dataset prompt no longer matches the environment's opening")
-        return _Play(loop, rendered, self._encode(rendered))
+        return _Play(loop, rendered, self._encode(rendered), system=loop.conversation.messages()[0])
 
     def _step(self, play: _Play, generated: list[int], logprobs: list[float | None] | None) -> None:
         """Apply one generated turn and append the environment's answer to the sequence."""
@@ -154,7 +160,10 @@ class ClosedLoopRollout:
         if self.max_prompt_tokens is not None and len(self._encode(rendered)) > self.max_prompt_tokens:
             play.loop.cut_off()
             return
-        if play.summarised is not None or conversation.dropped:
+        redefined = conversation.messages()[0] != play.system
+        if play.summarised is not None or conversation.dropped or redefined:
+            # earlier turns summarised, or (tools harness) the function definitions of the opening
+            # changed with the documentation: the prompt no longer continues the sequence
             play.summarised = self._encode(rendered)
             return
         before = play.rendered + text

@@ -1,19 +1,20 @@
 """The GRPO dataset of a run: one row per training episode, drawn from the run's ruleset and split.
 
-Each row's prompt is the interaction format's opening (system prompt and task), the same
-messages evaluation starts from. The first message also carries the episode it opens
+Each row's prompt is the interaction format's opening (system prompt and task) in the run's
+harness, the same messages evaluation starts from. The first message also carries the episode it opens
 (`ruleset/scenario/seed`) in an `episode` field, which chat templates ignore: TRL hands the
 rollout function only the prompts, and the rollout needs the exact episode to replay it.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
 from schemashift.env.environment import Environment
 from schemashift.env.rulesets import get_ruleset
-from schemashift.policies.llm.format import Conversation
+from schemashift.policies.llm.format import TOOLS_FIELD, conversation_class
 from schemashift.train.runs import TrainRun, training_scenarios
 
 EPISODE_FIELD = "episode"
@@ -62,13 +63,21 @@ def training_seeds(run: TrainRun, count: int) -> list[int]:
     return sorted(first + offset for offset in rng.sample(range(span), count))
 
 
-def opening_messages(ruleset_name: str, scenario: str, seed: int) -> list[dict[str, Any]]:
-    """The first prompt of an episode in the interaction format, tagged with its episode key."""
+def opening_messages(
+    ruleset_name: str, scenario: str, seed: int, harness: str = "default"
+) -> list[dict[str, Any]]:
+    """The first prompt of an episode in the harness's interaction format, tagged with its
+    episode key; the tools harness's function definitions as JSON text (a dataset's rows share
+    one schema, which definitions of different functions would not)."""
     ruleset = get_ruleset(ruleset_name)
     observation = Environment(ruleset).reset(scenario, seed)
-    messages = [dict(message) for message in Conversation.for_ruleset(ruleset, observation).messages()]
+    conversation = conversation_class(harness).for_ruleset(ruleset, observation)
+    messages = [dict(message) for message in conversation.messages()]
     for message in messages:
         message[EPISODE_FIELD] = None
+        if harness == "tools":
+            tools = message.get(TOOLS_FIELD)
+            message[TOOLS_FIELD] = None if tools is None else json.dumps(tools, ensure_ascii=False)
     messages[0][EPISODE_FIELD] = episode_key(ruleset_name, scenario, seed)
     return messages
 
@@ -85,7 +94,7 @@ def build_rows(run: TrainRun) -> list[dict[str, Any]]:
         seed = seeds[index // len(scenarios)]
         rows.append(
             {
-                "prompt": opening_messages(run.ruleset, scenario, seed),
+                "prompt": opening_messages(run.ruleset, scenario, seed, run["harness"]),
                 "ruleset": run.ruleset,
                 "scenario": scenario,
                 "seed": seed,

@@ -68,6 +68,9 @@ DEFAULTS: dict[str, Any] = {
     "max_turns": None,
     # Prompt budget of the interaction format (oldest turns are summarised beyond it).
     "max_prompt_tokens": 3072,
+    # How the model acts in rollouts and the warm start: default (JSON actions in its text) or
+    # tools (native tool calling through its chat template); checkpoints are evaluated on both.
+    "harness": "default",
     "load_in_4bit": True,
     "backend": "auto",
     "vllm_gpu_memory_utilization": 0.3,
@@ -224,6 +227,12 @@ def resolve_run(config: dict[str, Any], name: str, overrides: dict[str, Any] | N
         raise RunConfigError(
             f"train.runs.{name}: reward legacy_cumulative is the original's summed shaped reward and "
             f"exists only on the legacy ruleset, not {identity['ruleset']!r}"
+        )
+    from schemashift.policies.llm.format import MODEL_HARNESSES
+
+    if settings["harness"] not in MODEL_HARNESSES:
+        raise RunConfigError(
+            f"train.runs.{name}: harness must be one of {list(MODEL_HARNESSES)}, got {settings['harness']!r}"
         )
     if settings["backend"] not in BACKENDS:
         raise RunConfigError(f"train.runs.{name}: backend must be one of {list(BACKENDS)}")

@@ -22,24 +22,27 @@ from typing import Any
 
 from schemashift.env.environment import Environment
 from schemashift.env.rulesets import get_ruleset
-from schemashift.policies.llm.format import FORMAT_VERSION, Conversation, action_text
+from schemashift.policies.llm.format import FORMAT_VERSION, action_text, conversation_class, template_request
+from schemashift.policies.llm.functions import action_call_text
 from schemashift.policies.llm.turn_end import end_of_turn_ids
 from schemashift.policies.oracle import Oracle
 
-Message = dict[str, str]
+Message = dict[str, Any]
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-def oracle_conversation(ruleset: str, scenario: str, seed: int) -> list[Message]:
-    """The oracle's episode as chat messages, ending with its last action."""
+def oracle_conversation(ruleset: str, scenario: str, seed: int, harness: str = "default") -> list[Message]:
+    """The oracle's episode as chat messages in `harness` (the tools harness: one call per turn),
+    ending with its last action."""
     rs = get_ruleset(ruleset)
     env, oracle = Environment(rs), Oracle(rs)
     observation = env.reset(scenario, seed)
-    conversation = Conversation.for_ruleset(rs, observation)
+    conversation = conversation_class(harness).for_ruleset(rs, observation)
+    write = action_call_text if harness == "tools" else action_text
     while not observation["done"]:
         action = oracle.act(observation)
         observation, _ = env.step(action)
-        conversation.add_turn(action_text(action), observation)
+        conversation.add_turn(write(action), observation)
     return conversation.messages()[:-1]  # the answer to the final action is never trained on
 
 
@@ -47,6 +50,7 @@ def oracle_conversations(
     rulesets: Sequence[str],
     seeds: Iterable[int] | Mapping[str, Iterable[int]],
     scenarios: Sequence[str] | Mapping[str, Sequence[str] | None] | None = None,
+    harness: str = "default",
 ) -> list[list[Message]]:
     """Distinct oracle conversations over rulesets x scenarios x seeds (duplicates dropped);
     `seeds` and `scenarios` may name each ruleset's own (seeds from its train split, say; no
@@ -58,7 +62,7 @@ def oracle_conversations(
         chosen = scenarios.get(name) if isinstance(scenarios, Mapping) else scenarios
         for scenario in chosen or rs.scenario_ids():
             for seed in shared if shared is not None else list(seeds[name]):
-                messages = oracle_conversation(name, scenario, seed)
+                messages = oracle_conversation(name, scenario, seed, harness)
                 key = json.dumps(messages)
                 if key not in seen:
                     seen.add(key)
@@ -67,8 +71,9 @@ def oracle_conversations(
 
 
 def render_ids(tokenizer: Any, messages: Sequence[Message], generation_prompt: bool) -> list[int]:
+    plain, tools = template_request(messages)
     encoded = tokenizer.apply_chat_template(
-        list(messages), add_generation_prompt=generation_prompt, tokenize=True, return_dict=False
+        plain, tools=tools, add_generation_prompt=generation_prompt, tokenize=True, return_dict=False
     )
     if isinstance(encoded, dict) or hasattr(encoded, "input_ids"):
         encoded = encoded["input_ids"]

@@ -3,8 +3,9 @@
 No weights can be downloaded in tests or CI, and a randomly initialised model never emits a
 parseable action, which would make every model test vacuous. So: a byte-level BPE tokenizer
 trained on the rendered oracle conversations, a Qwen2-shaped model with a Qwen2.5-style chat
-template (`<|im_start|>role ... <|im_end|>`), random weights from a fixed seed, then a short
-supervised pass (`train.sft`) on those conversations, capped in wall time. The result loads
+template (`<|im_start|>role ... <|im_end|>`, with Qwen2.5's tool-calling branches, so that the
+`tools` harness drives it through the template's own tool format), random weights from a fixed
+seed, then a short supervised pass (`train.sft`) on those conversations, capped in wall time. The result loads
 with `hf:DIR` like any Hugging Face checkpoint.
 """
 
@@ -21,15 +22,40 @@ from typing import Any
 
 import schemashift
 
-#: Qwen2.5's chat template without its tool-calling branches
+#: Qwen2.5's chat template, tool-calling branches included: function definitions in the system
+#: turn, a model's calls as `<tool_call>` blocks, tool results as `<tool_response>` blocks of a
+#: user turn (the `tools` harness, `policies.llm.format.ToolConversation`)
 CHAT_TEMPLATE = (
-    "{%- if messages[0]['role'] == 'system' %}"
+    "{%- if tools %}"
+    "{{- '<|im_start|>system\\n' }}"
+    "{%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] }}"
+    "{%- else %}{{- 'You are a helpful assistant.' }}{%- endif %}"
+    "{{- '\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\\n<tools>' }}"
+    "{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}"
+    "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and "
+    "arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n"
+    '{"name": <function-name>, "arguments": <args-json-object>}\\n</tool_call><|im_end|>\\n\' }}'
+    "{%- elif messages[0]['role'] == 'system' %}"
     "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
     "{%- else %}"
     "{{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}"
     "{%- endif %}"
     "{%- for message in messages %}"
-    "{%- if not (message['role'] == 'system' and loop.first) %}"
+    "{%- if message['role'] == 'tool' %}"
+    "{%- if loop.first or messages[loop.index0 - 1]['role'] != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}"
+    "{{- '\\n<tool_response>\\n' + message['content'] + '\\n</tool_response>' }}"
+    "{%- if loop.last or messages[loop.index0 + 1]['role'] != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}"
+    "{%- elif message['role'] == 'assistant' and message['tool_calls'] %}"
+    "{{- '<|im_start|>assistant' }}"
+    "{%- if message['content'] %}{{- '\\n' + message['content'] }}{%- endif %}"
+    "{%- for call in message['tool_calls'] %}"
+    "{%- if call['function'] is defined %}{%- set call = call['function'] %}{%- endif %}"
+    "{{- '\\n<tool_call>\\n{\"name\": \"' + call['name'] + '\", \"arguments\": ' }}"
+    "{{- call['arguments'] | tojson }}{{- '}\\n</tool_call>' }}"
+    "{%- endfor %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- elif not (message['role'] == 'system' and loop.first) %}"
     "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
     "{%- endif %}"
     "{%- endfor %}"

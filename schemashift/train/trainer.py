@@ -187,7 +187,7 @@ def _warm_start(model: Any, tokenizer: Any, run: TrainRun, peft_config: Any, out
         return PeftModel.from_pretrained(model, saved, is_trainable=True)
     model = get_peft_model(model, peft_config)
     conversations = oracle_conversations(
-        [run.ruleset], training_seeds(run, run["sft_seeds"]), training_scenarios(run)
+        [run.ruleset], training_seeds(run, run["sft_seeds"]), training_scenarios(run), run["harness"]
     )
     stops = end_of_turn_ids(tokenizer, getattr(model, "generation_config", None))
     examples = [encode_conversation(tokenizer, messages, stops) for messages in conversations]
@@ -268,6 +268,7 @@ def train(
     context = SweepContext(
         run_id=f"train-{run.name}",
         policy=f"grpo:{run.name}",
+        harness=run["harness"],
         train_run=run.name,
         base_model=run.base_model,
         config_hash=config_hash,
@@ -283,6 +284,7 @@ def train(
         context=context,
         generation_config=getattr(model, "generation_config", None),
         max_prompt_tokens=run["max_prompt_tokens"],
+        harness=run["harness"],
     )
     metrics = MetricsLog(out, run.name)
     if previous:

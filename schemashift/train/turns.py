@@ -5,7 +5,8 @@ rollout, the tests and the v1 farming checks share one opening, one parser and o
 rule: an episode runs until the environment ends it or it has taken its turn limit, which is the
 scenario's own step limit (the observation's `max_steps`) unless an explicit limit is given.
 
-Every turn takes an environment step (an unreadable turn is a wasted step or ends the episode),
+Every turn takes at least one environment step (an unreadable turn is a wasted step or ends the
+episode; a tools-harness turn takes one per call),
 so at the scenario's limit the environment always ends the episode first. A training run refuses
 an explicit limit below any of its scenarios' (`train.runs.check_turn_limit`); a lower limit
 here cuts episodes off (`ended` False), and the rewards pay such an episode nothing for success.
@@ -18,8 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from schemashift.env.rulesets import get_ruleset
-from schemashift.policies.llm.format import Conversation
-from schemashift.policies.llm.parser import parse_output
+from schemashift.policies.llm.format import conversation_class, read_turn
 from schemashift.rollout.backends import make_backend
 from schemashift.rollout.runner import Cell, EpisodeRecorder, SweepContext
 from schemashift.train.dataset import parse_episode_key
@@ -45,6 +45,7 @@ class TurnLoop:
         backend: str = "inprocess",
         max_prompt_tokens: int | None = None,
         count_tokens: Callable[[list[dict[str, str]]], int] | None = None,
+        harness: str = "default",
     ) -> None:
         ruleset_name, scenario, seed = parse_episode_key(key)
         ruleset = get_ruleset(ruleset_name)
@@ -56,7 +57,8 @@ class TurnLoop:
         budget = {"max_prompt_tokens": max_prompt_tokens}
         if count_tokens is not None:
             budget["count_tokens"] = count_tokens
-        self.conversation = Conversation.for_ruleset(ruleset, self.observation, **budget)
+        self.harness = harness
+        self.conversation = conversation_class(harness).for_ruleset(ruleset, self.observation, **budget)
         self.limit = int(self.observation["max_steps"]) if max_turns is None else max_turns
         self.turns = 0
 
@@ -71,15 +73,22 @@ class TurnLoop:
         return not self.ended and self.turns < self.limit
 
     def take(self, text: str, usage: tuple[int, int] = (0, 0)) -> bool:
-        """Apply one model turn (`usage`: its prompt and generated tokens); whether it runs on."""
+        """Apply one model turn (`usage`: its prompt and generated tokens); whether it runs on.
+        A turn takes the steps `format.read_turn` reads from it (in the tools harness, one per
+        call, until the episode ends), as evaluation plays it."""
         if not self.running:
             raise RuntimeError(f"episode {self.key} is over ({self.turns} turns, ended={self.ended})")
-        parsed = parse_output(text, self.tools, self.drift_kinds)
-        action, failed = (parsed.action, False) if parsed.action is not None else (text, True)
-        self.observation = self.episode.apply(action, usage, failed, text)
+        answers = []
+        for k, (action, failed, step_text) in enumerate(
+            read_turn(self.harness, text, self.tools, self.drift_kinds)
+        ):
+            if self.ended:
+                break
+            self.observation = self.episode.apply(action, usage if k == 0 else (0, 0), failed, step_text)
+            answers.append(self.observation)
         self.turns += 1
         if self.running:
-            self.conversation.add_turn(text, self.observation)
+            self.conversation.add_turn(text, *answers)
         return self.running
 
     def cut_off(self) -> None:
@@ -99,15 +108,15 @@ def play_texts(
     reward: str,
     max_turns: int | None = None,
     backend: str = "inprocess",
+    harness: str = "default",
 ) -> tuple[dict[str, Any], bool, float]:
     """Play an agent's turn texts through the trainer's turn loop: (record, ended, reward).
 
     Texts left when the loop stops are not played; texts that run out first leave the episode
     cut off, as the trainer's turn limit would. No tokens are charged (the texts have no prompt).
     """
-    loop = TurnLoop(
-        key, SweepContext(run_id=uuid.uuid4().hex, policy="texts"), max_turns=max_turns, backend=backend
-    )
+    context = SweepContext(run_id=uuid.uuid4().hex, policy="texts", harness=harness)
+    loop = TurnLoop(key, context, max_turns=max_turns, backend=backend, harness=harness)
     for text in texts:
         if not loop.running:
             break

@@ -15,7 +15,7 @@ import re
 import shlex
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,23 @@ CELL_FILES = ("episodes.parquet", "drifts.parquet", "trajectories.jsonl.gz")
 _URL = re.compile(r"https?://[^/@\s]+(/\S*)?")
 # Where a GPU shows without running nvidia-smi: the driver lists one folder per GPU.
 NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+
+
+#: between an evaluation subject's folder and a harness other than the default one:
+#: results/eval/api/<model>+tools/<ruleset>/ is <model> played through the tools harness
+HARNESS_MARK = "+"
+DEFAULT_HARNESS = "default"
+
+
+def harness_folder(name: str, harness: str) -> str:
+    """A subject's folder for `harness`: its name as it is for the default harness, else marked."""
+    return name if harness == DEFAULT_HARNESS else f"{name}{HARNESS_MARK}{harness}"
+
+
+def split_harness(folder: str) -> tuple[str, str]:
+    """(subject name, harness) of a subject's folder (see `harness_folder`)."""
+    name, _, harness = folder.partition(HARNESS_MARK)
+    return name, harness or DEFAULT_HARNESS
 
 
 class ConfigError(ValueError):
@@ -61,6 +78,7 @@ class Subject:
     waits_on: tuple[str, ...] = ()
     train_run: str | None = None
     checkpoint_step: int | None = None
+    harness: str = DEFAULT_HARNESS
 
 
 class Plan:
@@ -282,6 +300,18 @@ class Plan:
                 enabled[name] = model
         return enabled
 
+    def api_harnesses(self, name: str) -> list[str]:
+        """The harnesses API model `name` is evaluated through (`models.<name>.harnesses`)."""
+        from schemashift.policies.llm.format import MODEL_HARNESSES
+
+        return list(self.config["models"][name].get("harnesses", MODEL_HARNESSES))
+
+    def api_subjects(self) -> list[str]:
+        """Every enabled API model through each of its harnesses (see `harness_folder`)."""
+        return [
+            harness_folder(f"api/{name}", h) for name in self.api_models for h in self.api_harnesses(name)
+        ]
+
     def api_key_variables(self) -> list[str]:
         """Names of the key variables remote executors must hand to the jobs."""
         return sorted({m["key_env"] for m in self.api_models.values() if self._set(m.get("key_env"))})
@@ -377,9 +407,18 @@ class Plan:
         """The train rule's completion record; checkpoints are not outputs, so a rerun resumes."""
         return f"{self.results}/train/{run}/train.done.json"
 
-    def subject(self, name: str) -> Subject:
+    def subject(self, folder: str) -> Subject:
         """An evaluation subject by its folder: api/<model>, base/<slug> (step 0 of every run that
-        starts from it) or <run>/step-<n>, which waits on its run's completion record."""
+        starts from it) or <run>/step-<n>, which waits on its run's completion record; a harness
+        other than the default one marks the folder (`harness_folder`)."""
+        from schemashift.policies.llm.format import HARNESSES
+
+        name, harness = split_harness(folder)
+        if harness not in HARNESSES:
+            raise ValueError(f"{folder}: unknown harness {harness!r}; known: {', '.join(HARNESSES)}")
+        return replace(self._subject(name), name=folder, harness=harness)
+
+    def _subject(self, name: str) -> Subject:
         head, tail = name.split("/")
         if head == "api":
             return Subject(name, self.api_models[tail]["policy"])
@@ -398,12 +437,43 @@ class Plan:
         policy = f"hf:{self.train_run(head).base_model}@{self.checkpoint_dir(head, step)}"
         return Subject(name, policy, (self.train_done(head),), head, step)
 
+    def run_harnesses(self, run: str) -> list[str]:
+        """The harnesses a run's checkpoints are evaluated through: the one it trained on
+        (`train.runs.<run>.overrides.harness`) and the other one, or those its base model's
+        `models` entry lists (`harnesses`: a model whose chat template has no tool support plays
+        the default harness only), which must hold the one it trained on."""
+        from schemashift.policies.llm.format import MODEL_HARNESSES
+
+        name = self.config["train"]["runs"][run]["base_model"]
+        entry = (self.config.get("models") or {}).get(name) or {}
+        chosen = list(entry.get("harnesses", MODEL_HARNESSES))
+        trained_on = self.train_run(run)["harness"]
+        if trained_on not in chosen:
+            raise ConfigError(
+                f"train.runs.{run} trains through the {trained_on} harness, which models.{name}.harnesses "
+                f"{chosen} leaves out"
+            )
+        return [trained_on, *(h for h in chosen if h != trained_on)]
+
     def model_subjects(self) -> list[str]:
-        """The base models and every checkpoint of the enabled training runs."""
-        subjects = [f"base/{slug}" for slug in self.base_models()]
-        return subjects + [
-            f"{run}/step-{step}" for run in self.train_runs() for step in self.checkpoint_steps(run)
-        ]
+        """The base models and every checkpoint of the enabled training runs, each through its
+        run's harnesses (`run_harnesses`; a base model through those of every run it starts)."""
+        subjects = []
+        for slug, model in self.base_models().items():
+            harnesses = [
+                h
+                for run in self.train_runs()
+                if self.train_run(run).base_model == model
+                for h in self.run_harnesses(run)
+            ]
+            subjects += [harness_folder(f"base/{slug}", h) for h in dict.fromkeys(harnesses)]
+        for run in self.train_runs():
+            subjects += [
+                harness_folder(f"{run}/step-{step}", h)
+                for step in self.checkpoint_steps(run)
+                for h in self.run_harnesses(run)
+            ]
+        return subjects
 
     def eval_dir(self, subject: str, ruleset: str) -> str:
         return f"{self.results}/eval/{subject}/{ruleset}"
@@ -418,7 +488,7 @@ class Plan:
 
     def evaluation_targets(self) -> list[str]:
         """The API baselines always; the base models and checkpoints where training is enabled."""
-        subjects = [f"api/{name}" for name in self.api_models]
+        subjects = self.api_subjects()
         return self._eval_files(subjects + (self.model_subjects() if self.train_enabled() else []))
 
     # --- what the aggregation expects and reads --------------------------------------------------
@@ -428,7 +498,7 @@ class Plan:
         enabled API baseline, and, unless training is disabled, each run's untrained base model
         (step 0) and its checkpoints, on the cells their `eval` plays. A configured run that has
         not trained here (auto without a GPU) thus shows as missing, never as absent or 0."""
-        names = [f"api/{name}" for name in self.api_models]
+        names = self.api_subjects()
         if self.config["train"]["enabled"] is not False:
             names += self.model_subjects()
         return [
@@ -460,7 +530,8 @@ class Plan:
         ]
         seen = set()
         for ruleset, subject, scenario, seed in self.model_cells():
-            key = (ruleset, subject.policy, subject.train_run, subject.checkpoint_step, scenario, seed)
+            key = (ruleset, subject.policy, subject.train_run, subject.checkpoint_step, subject.harness)
+            key += (scenario, seed)
             if key in seen:
                 continue
             seen.add(key)
@@ -470,6 +541,7 @@ class Plan:
                     "policy": subject.policy,
                     "train_run": subject.train_run,
                     "checkpoint_step": subject.checkpoint_step,
+                    "harness": subject.harness,
                     "scenario": scenario,
                     "seed": seed,
                     "sample_index": i,

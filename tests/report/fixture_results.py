@@ -6,7 +6,8 @@ Every episode is played for real by the in-process runner and written by its wri
 - `results/cells/<ruleset>/<baseline>/<scenario>/seeds-0-99/` (the workflow's shards) for three
   rule baselines on legacy and on v1;
 - `results/eval/base/<model>/` (step 0, two base models), `results/eval/<run>/step-<n>/` for three
-  runs (a reward ablation and a model ablation of `shaped`), `results/eval/api/gpt-4o-mini/`;
+  runs (a reward ablation and a model ablation of `shaped`), `results/eval/api/gpt-4o-mini/` and
+  the same API model through the tools harness, `results/eval/api/gpt-4o-mini+tools/`;
 - `results/train/<run>/metrics.parquet` (with superseded rows after a resume), `go_no_go.json`
   and the run index `run.json`.
 
@@ -129,13 +130,15 @@ def _play(policy_name: str, ruleset: str, scenario: str, seed: int, sample: int,
         backend.close()
 
 
-def _model_columns(result, base_model: str, adapter: str | None, rng: random.Random) -> None:
+def _model_columns(
+    result, base_model: str, adapter: str | None, rng: random.Random, harness: str = "default"
+) -> None:
     steps = result.record["steps"] or 1
     tokens_in = sum(900 + 350 * i for i in range(steps))
     model = {
         "base_model": base_model,
         "adapter_sha256": adapter,
-        "harness": "default",
+        "harness": harness,
         "tokens_in": tokens_in,
         "tokens_out": 60 * steps + rng.randrange(0, 40),
         "parse_failures": 1 if rng.random() < 0.1 else 0,
@@ -207,6 +210,7 @@ def _evaluation(
     missing: set[str] = frozenset(),
     good: str = "oracle",
     bad: str = "naive_heuristic",
+    harness: str = "default",
 ) -> None:
     rng = random.Random(json.dumps(key))
     out = []
@@ -217,7 +221,7 @@ def _evaluation(
             for sample in range(SAMPLES):
                 chosen = good if _chance(*key, scenario, seed, sample) < skill else bad
                 result = _play(chosen, "legacy", scenario, seed, sample, context)
-                _model_columns(result, base_model, context.adapter_sha256, rng)
+                _model_columns(result, base_model, context.adapter_sha256, rng, harness)
                 if (key[0], key[1], scenario, seed) in INFRA:
                     _infra(result, "TimeoutError: the API did not answer in 120 s")
                 out.append(result)
@@ -354,6 +358,17 @@ def build(
         scenarios,
         "gpt-4o-mini",
         good="policy_aware_heuristic",
+    )
+    # the same model through native tool calling: its own folder, rows marked harness "tools"
+    _evaluation(
+        results / "eval" / "api" / "gpt-4o-mini+tools",
+        replace(api, run_id="fixture-api-tools", harness="tools"),
+        0.6,
+        ("api-tools", None),
+        scenarios,
+        "gpt-4o-mini",
+        good="policy_aware_heuristic",
+        harness="tools",
     )
     _training(results)
     return results

@@ -121,6 +121,21 @@ def graded(results: Path) -> pd.DataFrame:
     return frame[frame["status"] == "graded"]
 
 
+def labels(frame: pd.DataFrame) -> pd.Series:
+    """Each row's subject label (a harness other than the default one marks it: `+tools`)."""
+    from schemashift.report.load import subject_label
+
+    return pd.Series(
+        [
+            subject_label(p, r, c, h)
+            for p, r, c, h in zip(
+                frame["policy"], frame["train_run"], frame["checkpoint_step"], frame["harness"], strict=True
+            )
+        ],
+        index=frame.index,
+    )
+
+
 def hand_mean(frame: pd.DataFrame, metric: str) -> float:
     """Mean over scenarios of the mean over seeds of the mean over samples."""
     per_seed = frame.groupby(["scenario", "seed"])[metric].mean()
@@ -227,7 +242,7 @@ def test_verdicts_follow_the_seed_tiers_and_the_intervals(report_dir: Path) -> N
     expected_p = []
     for r in paired:
         trained = data[(data["train_run"] == r["run"]) & (data["checkpoint_step"] == 100)]
-        base = data[(data["policy"] == r["baseline"]) & data["train_run"].isna()]
+        base = data[labels(data) == r["baseline"]]
         cells = {
             name: frame[frame["ruleset"] == r["ruleset"]].groupby(["scenario", "seed"])[r["metric"]].mean()
             for name, frame in (("trained", trained), ("base", base))
@@ -276,7 +291,7 @@ def test_pass_k_efficiency_and_parse_rates(report_dir: Path) -> None:
     assert float(passk["shaped@step-100", "4"]["mean"]) <= float(passk["shaped@step-100", "1"]["mean"])
     efficiency = {r["subject"]: r for r in rows(report_dir, "legacy_efficiency")}
     api = efficiency["openai:gpt-4o-mini"]
-    mine = data[data["policy"] == "openai:gpt-4o-mini"]
+    mine = data[labels(data) == "openai:gpt-4o-mini"]
     ref = data[(data["policy"] == "policy_aware_heuristic") & (data["ruleset"] == "legacy")]
     # paired by cell: each side's mean cost over the samples that solved the cell
     keys = ["scenario", "seed"]
@@ -293,7 +308,7 @@ def test_pass_k_efficiency_and_parse_rates(report_dir: Path) -> None:
     assert efficiency["shaped@step-100"]["saving_solved_by_both"] == "0"  # the base solves nothing
     parse = {r["subject"]: r for r in rows(report_dir, "legacy_parse")}
     assert "oracle" not in parse
-    api_rows = data[data["policy"] == "openai:gpt-4o-mini"]
+    api_rows = data[labels(data) == "openai:gpt-4o-mini"]
     rate = 1 - api_rows["parse_failures"].sum() / api_rows["steps"].sum()
     assert float(parse["openai:gpt-4o-mini"]["action_parse_rate"]) == pytest.approx(rate)
 
@@ -360,3 +375,31 @@ def test_sizes_are_marked_as_estimates_where_the_config_says_so(report_dir: Path
     assert estimated[QWEN_BASE] == "False"
     summary = (report_dir / "summary.md").read_text(encoding="utf-8")
     assert "~8B (estimate)" in summary and "~1.5B" not in summary
+
+
+def test_each_harness_is_its_own_subject_and_the_harness_table_sets_them_side_by_side(
+    report_dir: Path,
+) -> None:
+    """The API model played through both harnesses: two subjects everywhere (the tools one marked
+    `+tools`), and one row of the harness table with both harnesses' scores and their paired
+    difference, each equal to the raw episodes' figure."""
+    data = graded(report_dir)
+    legacy = data[(data["ruleset"] == "legacy") & (data["policy"] == "openai:gpt-4o-mini")]
+    by_harness = {h: legacy[legacy["harness"] == h] for h in ("default", "tools")}
+    assert all(len(frame) for frame in by_harness.values())
+    overview = {r["subject"] for r in rows(report_dir, "legacy_score")}
+    assert {"openai:gpt-4o-mini", "openai:gpt-4o-mini+tools"} <= overview
+    table = {(r["subject"], r["harness"], r["metric"]): r for r in rows(report_dir, "legacy_harnesses")}
+    for harness, frame in by_harness.items():
+        for metric in ("score", "success"):
+            cell = table["openai:gpt-4o-mini", harness, metric]
+            assert float(cell["mean"]) == pytest.approx(hand_mean(frame.astype({metric: float}), metric))
+    cell_means = {h: f.groupby(["scenario", "seed"])["score"].mean() for h, f in by_harness.items()}
+    paired = (cell_means["tools"] - cell_means["default"]).dropna()
+    difference = table["openai:gpt-4o-mini", "tools - default", "score"]
+    assert float(difference["mean"]) == pytest.approx(float(paired.groupby(level=0).mean().mean()))
+    # models played through one harness show the other as not played; rule baselines are not listed
+    assert table["shaped@step-100", "tools", "score"]["mean"] == ""
+    assert not any(subject == "oracle" for subject, _, _ in table)
+    summary = (report_dir / "summary.md").read_text()
+    assert "Models per harness" in summary

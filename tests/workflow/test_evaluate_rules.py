@@ -87,16 +87,19 @@ def test_shipped_models_are_off_without_their_key_variables(copy):
 def test_a_key_variable_enables_its_shipped_models(copy, variables, enabled):
     counts, output = dry_run(copy, "--until", "evaluate_api", configfile=None, env=no_keys(**variables))
     jobs = [outs[0] for rule, outs in planned_outputs(output) if rule == "evaluate_api"]
-    assert {Path(out).parts[3] for out in jobs} == enabled
+    assert {Path(out).parts[3] for out in jobs} == enabled | {f"{name}+tools" for name in enabled}
     rulesets = yaml.safe_load((copy / "config.yaml").read_text())["rulesets"]
-    assert counts["evaluate_api"] == len(enabled) * len(rulesets)  # one job per ruleset
+    # one job per ruleset and harness: the JSON-action prompt and native tool calling
+    assert counts["evaluate_api"] == len(enabled) * len(rulesets) * 2
     for value in variables.values():
         if value.startswith("http"):
             continue
         assert value not in output, "a key's value reached snakemake's output"
     commands = shell_commands(output)
     if "OLLAMA" in "".join(variables):
-        assert len(commands) == len(rulesets)
+        assert len(commands) == 2 * len(rulesets)
+        harnesses = sorted(command.split("--harness ")[1].split()[0] for command in commands)
+        assert harnesses == sorted(["default", "tools"] * len(rulesets))
     for command in commands if "OLLAMA_BASE_URL" in variables else ():
         assert "--base-url http://127.0.0.1:11434/v1 --max-concurrency 4" in command
         assert "--api-key-env" not in command and "env -u OPENAI_API_KEY python" in command
@@ -110,7 +113,8 @@ def test_the_default_plays_models_on_seeds_and_v1_baselines_on_baseline_seeds(co
     legacy's (no baseline_seeds) the models' 0-4."""
     _, output = dry_run(copy, configfile=None, env=no_keys(OPENAI_API_KEY="sk-x"))
     v1_evals = [command for command in shell_commands(output) if "--ruleset v1" in command]
-    assert len(v1_evals) == 1 + 1 + 3 * 3  # the API model, the tiny model's step 0 and checkpoints
+    # the API model through each harness; the tiny model's step 0 and checkpoints through its one
+    assert len(v1_evals) == 2 + 1 + 3 * 3
     assert all("--scenarios all --seeds 0-4 --split test --samples 1" in command for command in v1_evals)
     shards = [line for line in output.splitlines() if "schemashift.cli run" in line]
     assert sum("--ruleset v1" in command for command in shards) == 5 * 6
@@ -136,13 +140,29 @@ def test_api_job_command(copy, tmp_path):
     assert command == (
         "rm -rf results/eval/api/local-model/legacy/progress "
         "results/eval/api/local-model/legacy/eval.json && "
-        "python -m schemashift.cli eval --policy 'openai:org/Local-1B' --base-url http://127.0.0.1:9/v1 "
+        "python -m schemashift.cli eval --policy 'openai:org/Local-1B' --harness default "
+        "--base-url http://127.0.0.1:9/v1 "
         f"--api-key-env {KEY_ENV} --max-concurrency 3 --ruleset legacy "
         f"--scenarios {','.join(SCENARIOS)} --seeds 0-1 --samples 1 "
         "--cache results/cache/eval/api/local-model/legacy.sqlite --out results/eval/api/local-model/legacy "
         "> results/logs/eval/api/local-model/legacy.log 2>&1"
     )
     assert KEY not in output
+    # the tools harness: its own folder, cache and log
+    tools = "results/eval/api/local-model+tools/legacy"
+    counts, output = dry_run(
+        copy, f"{tools}/episodes.parquet", configfile=path, env=no_keys(**{KEY_ENV: KEY})
+    )
+    (command,) = shell_commands(output)
+    assert "--policy 'openai:org/Local-1B' --harness tools --base-url http://127.0.0.1:9/v1 " in command
+    assert f"--cache results/cache/eval/api/local-model+tools/legacy.sqlite --out {tools} " in command
+    # models.<name>.harnesses chooses them
+    only = config_file(
+        tmp_path, "only.yaml", models={"local-model": {**models["local-model"], "harnesses": ["tools"]}}
+    )
+    counts, output = dry_run(copy, configfile=only, env=no_keys(**{KEY_ENV: KEY}))
+    assert counts["evaluate_api"] == len(BASE_CONFIG["rulesets"])
+    assert all("--harness tools" in command for command in shell_commands(output))
     # without the key, the model is not in the default targets
     counts, _ = dry_run(copy, configfile=path)
     assert "evaluate_api" not in counts
@@ -229,11 +249,14 @@ def test_checkpoints_and_one_shared_base_evaluation_are_default_targets_when_tra
     copy, tmp_path, checkpoints
 ):
     counts, output = dry_run(copy, configfile=config_file(tmp_path, train=TRAIN))
-    assert counts["evaluate"] == 4, "one base model evaluation shared by both runs, and three checkpoints"
+    assert counts["evaluate"] == 8, (
+        "one base model evaluation shared by both runs, three checkpoints, 2 harnesses"
+    )
     outputs = {outs[0] for rule, outs in planned_outputs(output) if rule == "evaluate"}
     assert outputs == {
-        f"results/eval/{subject}/legacy/episodes.parquet"
+        f"results/eval/{subject}{harness}/legacy/episodes.parquet"
         for subject in (f"base/{SLUG}", "grpo_a/step-50", "grpo_a/step-100", "grpo_b/step-30")
+        for harness in ("", "+tools")
     }
 
 
@@ -259,7 +282,7 @@ def test_one_checkpoints_evaluation_is_a_target(copy, tmp_path, checkpoints, ena
     assert command == (
         "rm -rf results/eval/grpo_a/step-50/legacy/progress results/eval/grpo_a/step-50/legacy/eval.json && "
         f"python -m schemashift.cli eval --policy 'hf:{BASE}@results/train/grpo_a/checkpoint-50' "
-        "--ruleset legacy "
+        "--harness default --ruleset legacy "
         f"--scenarios {','.join(SCENARIOS)} --seeds 0-1 --samples 1 "
         "--cache results/cache/eval/grpo_a/step-50/legacy.sqlite --out results/eval/grpo_a/step-50/legacy "
         "> results/logs/eval/grpo_a/step-50/legacy.log 2>&1"
@@ -269,7 +292,13 @@ def test_one_checkpoints_evaluation_is_a_target(copy, tmp_path, checkpoints, ena
     counts, output = dry_run(copy, base, configfile=path, force=False)
     assert counts == {"evaluate": 1}
     (command,) = shell_commands(output)
-    assert f"python -m schemashift.cli eval --policy 'hf:{BASE}' --ruleset legacy " in command
+    assert (
+        f"python -m schemashift.cli eval --policy 'hf:{BASE}' --harness default --ruleset legacy " in command
+    )
+    tools = f"results/eval/base/{SLUG}+tools/legacy/episodes.parquet"
+    counts, output = dry_run(copy, tools, configfile=path, force=False)
+    (command,) = shell_commands(output)
+    assert f"--policy 'hf:{BASE}' --harness tools --ruleset legacy " in command
 
 
 def test_a_checkpoint_evaluation_waits_for_its_run_to_train(copy, tmp_path):

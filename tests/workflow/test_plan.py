@@ -341,3 +341,51 @@ def test_each_repeat_of_a_run_trains_and_is_evaluated_apart_from_one_config_slic
     assert plan.subject("run1.rep2/step-2").waits_on == ("results/train/run1.rep2/train.done.json",)
     with pytest.raises(ConfigError, match="no training run 'run1.rep3'"):
         plan.train_run("run1.rep3")
+
+
+def test_the_harness_is_part_of_every_model_subjects_identity():
+    """API models play `models.<m>.harnesses` (both model harnesses when absent), base models and
+    checkpoints both; each harness is its own folder, job and set of expected cells."""
+    config, keys = composed_config(), {"OPENAI_API_KEY": "sk-x"}
+    plan = Plan(config, environ=keys)
+    assert plan.api_subjects() == ["api/gpt-4o-mini", "api/gpt-4o-mini+tools"]
+    tools = plan.subject("api/gpt-4o-mini+tools")
+    assert (tools.policy, tools.harness) == ("openai:gpt-4o-mini", "tools")
+    assert plan.subject("api/gpt-4o-mini").harness == "default"
+    assert {s.rpartition("+")[2] for s in plan.model_subjects() if "+" in s} == {"tools"}
+    assert len(plan.model_subjects()) == 2 * len([s for s in plan.model_subjects() if "+" not in s])
+    census = plan.expected_cells()
+    model_cells = [c for c in census if "harness" in c]
+    assert {c["harness"] for c in model_cells} == {"default", "tools"}
+    by_harness = {
+        h: [{**c, "harness": None} for c in model_cells if c["harness"] == h] for h in ("default", "tools")
+    }
+    assert by_harness["default"] == by_harness["tools"]  # the same cells through each harness
+    targets = plan.evaluation_targets()
+    assert "results/eval/api/gpt-4o-mini+tools/v1/episodes.parquet" in targets
+    config["models"]["gpt-4o-mini"]["harnesses"] = ["tools"]
+    assert Plan(config, environ=keys).api_subjects() == ["api/gpt-4o-mini+tools"]
+    with pytest.raises(ValueError, match="unknown harness 'native'"):
+        plan.subject("api/gpt-4o-mini+native")
+
+
+def test_a_runs_checkpoints_play_its_base_models_harnesses_and_the_one_it_trained_on_first():
+    config = composed_config()
+    config["models"]["small"] = {
+        "policy": "hf:Qwen/Qwen2.5-0.5B-Instruct",
+        "params_b": 0.5,
+        "harnesses": ["default"],
+    }
+    run = config["train"]["runs"]["run1"]
+    run["base_model"] = "small"
+    plan = Plan(config, environ={})
+    assert plan.run_harnesses("run1") == ["default"]
+    run1 = [s for s in plan.model_subjects() if s.startswith("run1/")]
+    assert run1 and not any("+" in s for s in run1)
+    assert "base/Qwen--Qwen2.5-0.5B-Instruct" in plan.model_subjects()
+    assert "base/Qwen--Qwen2.5-0.5B-Instruct+tools" not in plan.model_subjects()
+    run["overrides"] = {**(run.get("overrides") or {}), "harness": "tools"}
+    with pytest.raises(ConfigError, match="trains through the tools harness"):
+        Plan(config, environ={}).model_subjects()
+    config["models"]["small"]["harnesses"] = ["default", "tools"]
+    assert Plan(config, environ={}).run_harnesses("run1") == ["tools", "default"]

@@ -23,7 +23,7 @@ envvars:
 
 
 from schemashift.provenance import config_hash  # noqa: E402
-from schemashift.workflow import Plan  # noqa: E402
+from schemashift.workflow import Plan, split_harness  # noqa: E402
 from schemashift.workflow import digests  # noqa: E402
 
 PLAN = Plan(config)

@@ -5,6 +5,9 @@ One job per (model or checkpoint, ruleset) plays that ruleset's evaluation cells
   results/eval/api/<model>/<ruleset>/      an enabled API baseline of config `models`
   results/eval/base/<model>/<ruleset>/     a training run's untrained base model, shared by its runs
   results/eval/<run>/step-<n>/<ruleset>/   checkpoint n of training run <run>
+each through the default (JSON-action) harness; another harness marks the subject's folder,
+as results/eval/api/<model>+tools/<ruleset>/ (schemashift.workflow.plan.harness_folder): API
+models play the harnesses of `models.<model>.harnesses`, base models and checkpoints both.
 Each job starts its output folder afresh (the eval verb's resume state there could hold cells of
 another configuration or code) and keeps a response cache apart from it (results/cache/eval/...),
 so a rerun or a killed job replays what it already generated or paid for instead of asking the
@@ -26,23 +29,24 @@ rule evaluate_api:
     log:
         f"{RESULTS}/logs/eval/api/{{model}}/{{ruleset}}.log",
     wildcard_constraints:
-        model="(?!step-[0-9]+/)[A-Za-z0-9][A-Za-z0-9._-]*",
+        model="(?!step-[0-9]+/)[A-Za-z0-9][A-Za-z0-9._-]*(\\+[a-z]+)?",
     conda:
         "../../envs/runtime.yaml"
     container:
         APPTAINER_IMAGE
     params:
         code=CODE["eval"],
-        policy=lambda w: PLAN.api_models[w.model]["policy"],
-        client=lambda w: PLAN.api_options(w.model),
-        keyless=lambda w: PLAN.api_keyless_prefix(w.model),
+        policy=lambda w: PLAN.subject(f"api/{w.model}").policy,
+        harness=lambda w: PLAN.subject(f"api/{w.model}").harness,
+        client=lambda w: PLAN.api_options(split_harness(w.model)[0]),
+        keyless=lambda w: PLAN.api_keyless_prefix(split_harness(w.model)[0]),
         cells=lambda w: PLAN.cells_args(w.ruleset),
         cache=lambda w: f"{RESULTS}/cache/eval/api/{w.model}/{w.ruleset}.sqlite",
         out=lambda w, output: Path(output.episodes).parent,
     shell:
         "rm -rf {params.out}/progress {params.out}/eval.json && {params.keyless}"
-        "python -m schemashift.cli eval --policy '{params.policy}' {params.client} "
-        "--ruleset {wildcards.ruleset} {params.cells} --cache {params.cache} --out {params.out} "
+        "python -m schemashift.cli eval --policy '{params.policy}' --harness {params.harness} "
+        "{params.client} --ruleset {wildcards.ruleset} {params.cells} --cache {params.cache} --out {params.out} "
         "> {log} 2>&1"
 
 
@@ -59,7 +63,7 @@ rule evaluate:
     log:
         f"{RESULTS}/logs/eval/{{subject}}/{{ruleset}}.log",
     wildcard_constraints:
-        subject="base/[A-Za-z0-9._-]+|(?!api/)[A-Za-z0-9][A-Za-z0-9._-]*/step-[0-9]+",
+        subject="(base/[A-Za-z0-9._-]+|(?!api/)[A-Za-z0-9][A-Za-z0-9._-]*/step-[0-9]+)(\\+[a-z]+)?",
     conda:
         "../../envs/model.yaml"
     container:
@@ -69,11 +73,12 @@ rule evaluate:
     params:
         code=CODE["eval"],
         policy=lambda w: PLAN.subject(w.subject).policy,
+        harness=lambda w: PLAN.subject(w.subject).harness,
         cells=lambda w: PLAN.cells_args(w.ruleset),
         cache=lambda w: f"{RESULTS}/cache/eval/{w.subject}/{w.ruleset}.sqlite",
         out=lambda w, output: Path(output.episodes).parent,
     shell:
         "rm -rf {params.out}/progress {params.out}/eval.json && "
-        "python -m schemashift.cli eval --policy '{params.policy}' "
+        "python -m schemashift.cli eval --policy '{params.policy}' --harness {params.harness} "
         "--ruleset {wildcards.ruleset} {params.cells} --cache {params.cache} --out {params.out} "
         "> {log} 2>&1"

@@ -20,6 +20,8 @@ HELP = "evaluate a model policy (hf:MODEL[@ADAPTER], openai:MODEL) over scenario
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from schemashift.policies.llm.format import HARNESSES
+
     parser.add_argument(
         "--policy", required=True, help="hf:<model id or dir>[@<adapter dir>], openai:<model>, ..."
     )
@@ -31,7 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--batch-size", type=int, default=32, help="episodes played in lockstep (default: 32)"
     )
     parser.add_argument("--backend", default="inprocess", help="where episodes run (default: %(default)s)")
-    parser.add_argument("--harness", default="default", choices=("default", "legacy"), help="prompt format")
+    parser.add_argument(
+        "--harness",
+        default="default",
+        choices=HARNESSES,
+        help="how the model acts: default (JSON actions in text), tools (native tool calling), legacy",
+    )
     parser.add_argument("--run-id", default=None, help="identifier stamped on every row (default: new uuid)")
     parser.add_argument("--config-hash", default=None, help="config digest to stamp (default: of these args)")
     cache = parser.add_mutually_exclusive_group()

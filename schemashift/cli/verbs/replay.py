@@ -19,6 +19,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sample-index", type=int, default=None, help="selects the sample in a trajectory file"
     )
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="with --actions: write the episode's records (episodes, drifts, trajectories) to this directory",
+    )
+    parser.add_argument("--policy", default="external", help="with --out: the policy the records name")
+    parser.add_argument(
+        "--harness", default="mcp", help="with --out: the harness the records name (default: %(default)s)"
+    )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--actions", help="file of JSON lines, one action per line ('-' for stdin)")
     source.add_argument("--trajectory", help="trajectories.jsonl(.gz) file written by run")
@@ -51,12 +60,37 @@ def run(args: argparse.Namespace) -> int:
             if args.ruleset is not None and args.ruleset != ruleset:
                 raise CliError(f"the trajectory was played under ruleset {ruleset!r}, not {args.ruleset!r}")
             actions, tokens = trajectory_actions(trajectory)
+        if args.out is not None:
+            return _record(args, ruleset, scenario, seed, actions)
         result = replay(ruleset, scenario, seed, actions, tokens)
     except (UnknownRuleset, UnknownScenario, ReplayError) as exc:
         raise CliError(str(exc)) from None
     json.dump(result, sys.stdout, ensure_ascii=False)
     sys.stdout.write("\n")
     return 0
+
+
+def _record(args: argparse.Namespace, ruleset: str, scenario: str, seed: int, actions: list) -> int:
+    """Write an externally played episode's records (the third harness: docs/llm.md)."""
+    import uuid
+
+    from schemashift import provenance
+    from schemashift.cli import CliError
+    from schemashift.cli.progress import report_outcome
+    from schemashift.rollout.replay import record_actions
+    from schemashift.rollout.runner import SweepContext, write_results
+
+    if args.actions is None:
+        raise CliError("--out records an episode from --actions, not from a stored trajectory")
+    context = SweepContext(
+        run_id=uuid.uuid4().hex, policy=args.policy, harness=args.harness, git_sha=provenance.git_sha()
+    )
+    result = record_actions(ruleset, scenario, seed, actions, context)
+    try:
+        write_results(args.out, [result])
+    except OSError as exc:
+        raise CliError(f"cannot write results to {args.out}: {exc}") from None
+    return report_outcome("replay", [result.record], args.out)
 
 
 def _check_seed(seed, what: str) -> None:

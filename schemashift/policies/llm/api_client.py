@@ -32,13 +32,14 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from schemashift.policies.llm.completion import Completion
+from schemashift.policies.llm.functions import call_text
 
 log = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _REDACTED = "***"
 # Keyword arguments of `complete`, which are also the keys of a `complete_many` request.
-_REQUEST_KEYS = frozenset({"messages", "max_tokens", "temperature", "top_p", "seed", "stop"})
+_REQUEST_KEYS = frozenset({"messages", "max_tokens", "temperature", "top_p", "seed", "stop", "tools"})
 
 
 class ApiError(RuntimeError):
@@ -148,9 +149,7 @@ def _text_of(message: dict) -> str:
                 arguments = json.loads(arguments)
             except ValueError:
                 pass
-        tags.append(
-            f"<tool_call>{json.dumps({'name': function.get('name'), 'arguments': arguments})}</tool_call>"
-        )
+        tags.append(call_text(function.get("name"), arguments))
     return "\n".join(filter(None, [text, *tags]))
 
 
@@ -229,8 +228,11 @@ class ChatClient:
         top_p: float = 1.0,
         seed: int | None = None,
         stop: list[str] | str | None = None,
+        tools: list[dict] | None = None,
     ) -> Completion:
-        """One chat completion, retried as the module docstring says; raises ApiError."""
+        """One chat completion, retried as the module docstring says; raises ApiError. `tools`:
+        function definitions the model may call (OpenAI's `tools`); its calls come back as
+        `<tool_call>` blocks of the text."""
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
         body = {
@@ -245,6 +247,8 @@ class ChatClient:
             body["seed"] = int(seed)
         if stop:
             body["stop"] = [stop] if isinstance(stop, str) else list(stop)
+        if tools:
+            body["tools"] = list(tools)
         payload = json.dumps(body).encode("utf-8")
         attempts = self.max_retries + 1
         for attempt in range(1, attempts + 1):

@@ -24,11 +24,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from schemashift.env.actions import ACTION_TYPES, SUBOBJECT
+from schemashift.policies.llm.functions import FunctionCall, call_action, function_definitions, read_calls
+from schemashift.policies.llm.parser import TOOL_CALL_BLOCK, legacy_parse, parse_output
 
 FORMAT_VERSION = 1
-HARNESSES = ("default", "legacy")
+HARNESSES = ("default", "legacy", "tools")
+#: the harnesses a model plays unless told otherwise (legacy is there to compare against)
+MODEL_HARNESSES = ("default", "tools")
+#: where a tools-harness prompt carries its function definitions: on its system message, so that
+#: whatever keys, counts or renders a prompt sees them
+TOOLS_FIELD = "tools"
 
-Message = dict[str, str]
+Message = dict[str, Any]
 #: counts the prompt tokens of a message list (exactly, through the chat template, or estimated)
 TokenCounter = Callable[[Sequence[Message]], int]
 
@@ -39,8 +46,15 @@ CHARS_PER_TOKEN = 4
 
 
 def estimate_tokens(messages: Sequence[Message]) -> int:
-    """A tokenizer-free estimate (for API models whose tokenizer is not local)."""
-    return sum(len(m["content"]) + 8 for m in messages) // CHARS_PER_TOKEN + 1
+    """A tokenizer-free estimate (for API models whose tokenizer is not local); function
+    definitions and structured calls count by their JSON text."""
+    chars = 0
+    for message in messages:
+        chars += len(message.get("content") or "") + 8
+        extra = {k: v for k, v in message.items() if k not in ("role", "content")}
+        if extra:
+            chars += len(json.dumps(extra, ensure_ascii=False))
+    return chars // CHARS_PER_TOKEN + 1
 
 
 def action_text(action: dict[str, Any]) -> str:
@@ -50,6 +64,15 @@ def action_text(action: dict[str, Any]) -> str:
 
 def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+
+
+#: the agent's job, as every harness but the legacy one states it
+AGENT_JOB = (
+    "You are an autonomous workflow agent. You complete tasks by calling the tools of simulated "
+    "enterprise APIs. Their schemas can change during the episode (renamed fields, deprecated "
+    "endpoints, new required parameters, rate limits, removed tools): read every response, inspect "
+    "a tool's schema when a call fails, adapt your calls and report each change you notice."
+)
 
 
 def system_prompt(tool_names: Sequence[str], drift_kinds: Sequence[str]) -> str:
@@ -68,10 +91,7 @@ def system_prompt(tool_names: Sequence[str], drift_kinds: Sequence[str]) -> str:
     }
     grammar = "\n".join(examples[kind] for kind in ACTION_TYPES)
     return (
-        "You are an autonomous workflow agent. You complete tasks by calling the tools of simulated "
-        "enterprise APIs. Their schemas can change during the episode (renamed fields, deprecated "
-        "endpoints, new required parameters, rate limits, removed tools): read every response, inspect "
-        "a tool's schema when a call fails, adapt your calls and report each change you notice.\n\n"
+        AGENT_JOB + "\n\n"
         "Answer every turn with exactly one JSON object, your next action, and nothing else. Actions:\n"
         f"{grammar}\n"
         f"TOOL is one of: {', '.join(tool_names)}.\n"
@@ -93,14 +113,15 @@ def render_documentation(docs: dict[str, Any] | None) -> str:
             lines.append(f"  {_compact(endpoints)}")
             continue
         for name, schema in endpoints.items():
-            lines.append(f"  {_endpoint_line(name, schema)}")
+            lines.append(f"  {endpoint_line(name, schema)}")
     return "\n".join(lines)
 
 
 _KNOWN_SCHEMA_KEYS = ("name", "params", "required", "response_shape", "error_codes")
 
 
-def _endpoint_line(name: str, schema: Any) -> str:
+def endpoint_line(name: str, schema: Any) -> str:
+    """One endpoint's documentation: `name(param: type, ...) required: ... -> field: type | errors: ...`."""
     if not isinstance(schema, dict) or not isinstance(schema.get("params", {}), dict):
         return f"{name}: {_compact(schema)}"
     params = ", ".join(f"{p}: {t}" for p, t in schema.get("params", {}).items())
@@ -122,7 +143,9 @@ def _endpoint_line(name: str, schema: Any) -> str:
     return line
 
 
-def render_task(observation: dict[str, Any]) -> str:
+def render_task(observation: dict[str, Any], documentation: bool = True) -> str:
+    """The task message; without `documentation` where the tool documentation is shown as
+    function definitions instead (the tools harness)."""
     criteria = observation.get("success_criteria") or []
     parts = [f"TASK: {observation.get('task_description', '')}"]
     if criteria:
@@ -131,7 +154,8 @@ def render_task(observation: dict[str, Any]) -> str:
         f"LIMITS: at most {observation.get('max_steps')} steps; "
         f"token budget {observation.get('token_budget_remaining')}."
     )
-    parts.append("TOOL DOCUMENTATION:\n" + render_documentation(observation.get("tool_schemas")))
+    if documentation:
+        parts.append("TOOL DOCUMENTATION:\n" + render_documentation(observation.get("tool_schemas")))
     return "\n\n".join(parts)
 
 
@@ -325,9 +349,192 @@ def legacy_prompt(obs: dict[str, Any]) -> str:
     )
 
 
+def tools_system_prompt(tool_names: Sequence[str], drift_kinds: Sequence[str]) -> str:
+    return (
+        AGENT_JOB + "\n\n"
+        "Act only by calling the functions you are given; every call is one step. A function named "
+        "TOOL__ENDPOINT calls that endpoint of that tool as the documentation at the start of the "
+        "episode describes it (its description is that documentation); an endpoint that is no longer "
+        "documented can still be called by its name. inspect_schema, retry_with_variant, report_drift "
+        "and complete_task are the other actions. Several calls in one turn run in the order given, "
+        "each a step, until the episode ends; a turn without a function call is an invalid step.\n"
+        f"TOOL is one of: {', '.join(tool_names)}.\n"
+        f"KIND is one of: {', '.join(drift_kinds)}.\n"
+        "retry_with_variant repeats a failed call with changed endpoint or params. complete_task ends "
+        "the episode; its summary states the facts the task asked for."
+    )
+
+
+def call_id(turn: int, position: int) -> str:
+    """The id of a turn's n-th call: ours, not the API's, so that prompts (and cache keys) do not
+    depend on ids a server draws."""
+    return f"call_{turn}_{position}"
+
+
+#: the name an unreadable call (a block that is not a JSON call) is echoed under
+UNREADABLE_CALL = "unreadable_call"
+
+
+class ToolConversation(Conversation):
+    """An episode as chat messages for native tool calling (the `tools` harness).
+
+    The system prompt states the job and carries the function definitions (`TOOLS_FIELD`); the task
+    message is the default harness's without the documentation, which the function descriptions
+    carry. A turn is the model's message, its calls read back as structured `tool_calls` (ids
+    `call_id`), then one `tool` message per call that ran, holding exactly what the default
+    harness shows of that step (`render_observation`); a turn without a call is answered by a user
+    message instead. The definitions follow the documentation the agent is shown: when it changes,
+    the next prompt offers the changed functions (and the step's answer says what changed).
+    """
+
+    harness = "tools"
+
+    def __init__(
+        self,
+        tool_names: Sequence[str],
+        drift_kinds: Sequence[str],
+        observation: dict[str, Any],
+        *,
+        max_prompt_tokens: int | None = None,
+        count_tokens: TokenCounter = estimate_tokens,
+    ) -> None:
+        super().__init__(
+            tool_names,
+            drift_kinds,
+            observation,
+            max_prompt_tokens=max_prompt_tokens,
+            count_tokens=count_tokens,
+        )
+        self.system = tools_system_prompt(tool_names, drift_kinds)
+        self.task = render_task(observation, documentation=False)
+        self._vocabulary = (tuple(tool_names), tuple(drift_kinds))
+        self.functions = self._functions(observation)
+        self.turns: list[tuple[list[Message], list[str]]] = []  # (the turn's messages, summary lines)
+
+    def _functions(self, observation: dict[str, Any]) -> list[dict[str, Any]]:
+        return function_definitions(observation.get("tool_schemas"), *self._vocabulary, endpoint_line)
+
+    @staticmethod
+    def _structured(call: FunctionCall, turn: int, position: int) -> dict[str, Any]:
+        name = call.name if isinstance(call.name, str) else UNREADABLE_CALL
+        function = {"name": name, "arguments": call.arguments}
+        return {"id": call_id(turn, position), "type": "function", "function": function}
+
+    def add_turn(self, model_text: str, *observations: dict[str, Any]) -> None:
+        """The model's turn and the observation after each call that ran (one, for a turn
+        without a call)."""
+        turn = len(self.turns)
+        calls = read_calls(model_text)
+        assistant: Message = {"role": "assistant", "content": model_text}
+        if calls:
+            assistant["tool_calls"] = [self._structured(c, turn, k) for k, c in enumerate(calls)]
+        messages, summaries = [assistant], []
+        for k, observation in enumerate(observations):
+            text = self.render_observation(observation)
+            if k < len(calls):
+                messages.append({"role": "tool", "tool_call_id": call_id(turn, k), "content": text})
+            else:
+                messages.append({"role": "user", "content": text})
+            summaries.append(step_summary(calls[k].text if k < len(calls) else model_text, observation))
+        if observations:
+            self.functions = self._functions(observations[-1])
+        self.turns.append((messages, summaries))
+
+    def _build(self, first_kept: int) -> list[Message]:
+        task = self.task
+        if first_kept:
+            summaries = [line for _, lines in self.turns[:first_kept] for line in lines]
+            task += "\n\nEARLIER STEPS (summarised):\n" + "\n".join(summaries)
+        system = {"role": "system", "content": self.system, TOOLS_FIELD: self.functions}
+        messages = [system, {"role": "user", "content": task}]
+        for turn_messages, _ in self.turns[first_kept:]:
+            messages += turn_messages
+        return messages
+
+
+def _split_tools(messages: Sequence[Message]) -> tuple[list[Message], list[dict[str, Any]] | None]:
+    tools = None
+    plain = []
+    for message in messages:
+        if message.get(TOOLS_FIELD) is not None:
+            tools = message[TOOLS_FIELD]
+            # a training dataset holds the definitions as JSON text (its rows need one schema)
+            tools = json.loads(tools) if isinstance(tools, str) else tools
+        plain.append({k: v for k, v in message.items() if k != TOOLS_FIELD})
+    return plain, tools
+
+
+def template_calls_tools(chat_template: Any) -> bool:
+    """Whether a chat template renders function definitions (it reads the `tools` variable)."""
+    import re
+
+    templates = chat_template.values() if isinstance(chat_template, dict) else [chat_template]
+    return any(isinstance(t, str) and re.search(r"\btools\b", t) for t in templates)
+
+
+def template_request(messages: Sequence[Message]) -> tuple[list[Message], list[dict[str, Any]] | None]:
+    """(messages, tools) for a chat template (`apply_chat_template(messages, tools=tools)`): each
+    message's role and content only, so a model's turn is its own text, verbatim (its calls are
+    already written in the template's format)."""
+    plain, tools = _split_tools(messages)
+    return [{"role": m["role"], "content": m["content"]} for m in plain], tools
+
+
+def api_request(messages: Sequence[Message]) -> tuple[list[Message], list[dict[str, Any]] | None]:
+    """(messages, tools) for an OpenAI-compatible chat API: a model's calls go back as
+    `tool_calls` with their arguments as JSON text (unreadable arguments as the model wrote them),
+    and its text without the call blocks as `content`."""
+    plain, tools = _split_tools(messages)
+    out = []
+    for message in plain:
+        calls = message.get("tool_calls")
+        if message["role"] == "assistant" and calls:
+            text = TOOL_CALL_BLOCK.sub("", message["content"] or "").strip()
+            message = {
+                "role": "assistant",
+                "content": text or None,
+                "tool_calls": [
+                    {
+                        **call,
+                        "function": {
+                            "name": call["function"]["name"],
+                            "arguments": _arguments_text(call["function"]["arguments"]),
+                        },
+                    }
+                    for call in calls
+                ],
+            }
+        out.append(message)
+    return out, tools
+
+
+def _arguments_text(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+
+
+def read_turn(
+    harness: str, text: str, tools: Sequence[str], drift_kinds: Sequence[str]
+) -> list[tuple[Any, bool, str]]:
+    """The steps one model turn takes: (action, or the raw text when nothing readable, whether it
+    was unreadable, the text the step records). One step, except in the tools harness: one per
+    call (the first step records the whole turn, the others their call's block), or one invalid
+    step for a turn without a call."""
+    if harness == "tools":
+        calls = read_calls(text)
+        if not calls:
+            return [(text, True, text)]
+        return [(*call_action(call), text if k == 0 else call.text) for k, call in enumerate(calls)]
+    parsed = (legacy_parse if harness == "legacy" else parse_output)(text, tools, drift_kinds)
+    if parsed.action is None:
+        return [(text, True, text)]
+    return [(parsed.action, False, text)]
+
+
 def conversation_class(harness: str) -> type[Conversation] | type[LegacyPrompt]:
     if harness == "default":
         return Conversation
     if harness == "legacy":
         return LegacyPrompt
+    if harness == "tools":
+        return ToolConversation
     raise ValueError(f"Unknown harness {harness!r}; available: {', '.join(HARNESSES)}")

@@ -20,6 +20,7 @@ from typing import Any
 
 from schemashift.lineage import adapter_sha256
 from schemashift.policies.llm.completion import Completion
+from schemashift.policies.llm.format import template_request
 from schemashift.policies.llm.turn_end import end_of_turn_ids
 
 DTYPES = ("auto", "float32", "bfloat16", "float16", "float64")
@@ -78,7 +79,10 @@ class PromptTokens:
         self.piecewise = self._splitter is not None
 
     def ids(self, messages: Sequence[dict[str, str]]) -> list[int]:
-        text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
+        plain, tools = template_request(messages)
+        text = self.tokenizer.apply_chat_template(
+            plain, tools=tools, add_generation_prompt=True, tokenize=False
+        )
         known = self._prompts.get(text)
         if known is not None:
             self._prompts.move_to_end(text)

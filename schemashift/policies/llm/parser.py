@@ -28,7 +28,8 @@ MAX_CHARS = 50_000
 #: JSON objects decoded per text before giving up
 MAX_OBJECTS = 200
 
-_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+#: a `<tool_call>` block (an unterminated one runs to the end: the token limit cut it)
+TOOL_CALL_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*[ \t]*\n?(.*?)(?:```|$)", re.S)
 _DECODER = json.JSONDecoder()
 
@@ -69,7 +70,7 @@ def _parse(text: str, tools, drift_kinds) -> ParseResult:
     text = text[:MAX_CHARS]
     if not text.strip():
         return ParseResult(None, "empty output")
-    segments = [m.group(1) for m in _TOOL_CALL.finditer(text)]
+    segments = [m.group(1) for m in TOOL_CALL_BLOCK.finditer(text)]
     segments += [m.group(1) for m in _FENCE.finditer(text)]
     segments.append(text)
     fallback: dict[str, Any] | None = None

@@ -6,7 +6,9 @@
 pending prompts at once (the response cache answers what it already holds), and parses each
 output. An output with no action is handed on as its raw text, so the environment records it as
 invalid (v1 consumes the step; legacy ends the episode as the original harness did), and the
-decision says `parse_failed`.
+decision says `parse_failed`. In the tools harness one output may hold several calls: each is a
+decision of its own, taken in order at the slot's next rounds without asking the model again
+(`format.read_turn`).
 
 Engines: `LocalModel` (`hf:<model>[@<adapter>]`, batched generation) and `ApiModel`
 (`openai:<model>`, concurrent requests to an OpenAI-compatible endpoint).
@@ -17,15 +19,21 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from schemashift.env.rulesets.base import Ruleset
 from schemashift.policies.llm.completion import Completion
-from schemashift.policies.llm.format import FORMAT_VERSION, conversation_class, estimate_tokens
-from schemashift.policies.llm.parser import legacy_parse, parse_output
+from schemashift.policies.llm.format import (
+    FORMAT_VERSION,
+    api_request,
+    conversation_class,
+    estimate_tokens,
+    read_turn,
+    template_calls_tools,
+)
 
-Message = dict[str, str]
+Message = dict[str, Any]
 
 
 class Engine(Protocol):
@@ -62,6 +70,10 @@ class _Slot:
     sample_index: int = 0
     conversation: Any = None
     last_text: str | None = None
+    #: the decisions of the latest turn not yet taken (the tools harness: its further calls)
+    queued: list[Decision] = field(default_factory=list)
+    #: the observations after each decision of the latest turn
+    answers: list[dict[str, Any]] = field(default_factory=list)
 
 
 class ModelPolicy:
@@ -115,7 +127,10 @@ class ModelPolicy:
         self.engine.forget(slot)
 
     def act_batch(self, entries: Sequence[tuple[int, Any, dict[str, Any]]]) -> list[Decision]:
-        """Decide for every (slot, cell, observation) at once."""
+        """Decide for every (slot, cell, observation) at once. A slot whose latest turn still
+        holds decisions (further calls of one tools-harness turn) takes the next one without
+        asking the model; the turn joins the conversation once all of them ran."""
+        ready: dict[int, Decision] = {}
         prompts, samples, slots = [], [], []
         for slot, _cell, observation in entries:
             state = self._slots.setdefault(slot, _Slot())
@@ -127,29 +142,40 @@ class ModelPolicy:
                     count_tokens=self.engine.count_tokens,
                 )
             else:
-                state.conversation.add_turn(state.last_text or "", observation)
+                state.answers.append(observation)
+                if state.queued:
+                    ready[slot] = state.queued.pop(0)
+                    continue
+                state.conversation.add_turn(state.last_text or "", *state.answers)
+                state.answers = []
             prompts.append(state.conversation.messages())
             samples.append(state.sample_index)
             slots.append(slot)
-        completions = self._complete(prompts, samples, slots)
+        completions = iter(self._complete(prompts, samples, slots) if prompts else [])
         decisions = []
-        for (slot, _cell, _obs), completion in zip(entries, completions, strict=True):
+        for slot, _cell, _obs in entries:
+            if slot in ready:
+                decisions.append(ready[slot])
+                continue
+            completion = next(completions)
             if isinstance(completion, BaseException):
                 decisions.append(Decision(None, error=completion))
                 continue
-            self._slots[slot].last_text = completion.text
-            decisions.append(self._decide(completion))
+            state = self._slots[slot]
+            state.last_text = completion.text
+            first, *state.queued = self._decide(completion)
+            decisions.append(first)
         return decisions
 
-    def _decide(self, completion: Completion) -> Decision:
+    def _decide(self, completion: Completion) -> list[Decision]:
+        """The turn's decisions (`format.read_turn`): one, or in the tools harness one per call,
+        the first carrying the turn's usage."""
         usage = (completion.tokens_in, completion.tokens_out)
-        if self.harness == "legacy":
-            parsed = legacy_parse(completion.text, self._tools, self._kinds)
-        else:
-            parsed = parse_output(completion.text, self._tools, self._kinds)
-        if parsed.action is None:
-            return Decision(completion.text, usage, True, completion.text, completion.cached)
-        return Decision(parsed.action, usage, False, completion.text, completion.cached)
+        steps = read_turn(self.harness, completion.text, self._tools, self._kinds)
+        return [
+            Decision(action, usage if k == 0 else (0, 0), unreadable, text, completion.cached)
+            for k, (action, unreadable, text) in enumerate(steps)
+        ]
 
     def _complete(
         self, prompts: list[list[Message]], samples: list[int], slots: list[int]
@@ -233,15 +259,18 @@ class ApiModel:
         sessions: Sequence[Any] | None = None,
     ) -> list[Completion | BaseException]:
         requests = []
-        for messages, sample in zip(prompts, sample_indices, strict=True):
+        for prompt, sample in zip(prompts, sample_indices, strict=True):
+            messages, tools = api_request(prompt)
             request: dict[str, Any] = {
-                "messages": list(messages),
+                "messages": messages,
                 "max_tokens": self.max_tokens,
                 "temperature": self.temperature,
                 "top_p": self.top_p,
             }
             if self.seed is not None:
                 request["seed"] = self.seed + sample
+            if tools is not None:
+                request["tools"] = tools
             requests.append(request)
         return self.client.complete_many(requests, return_errors=True)
 
@@ -283,6 +312,8 @@ def make_hf_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPolicy:
     # before loading: a checkpoint whose adapter no longer matches its manifest is refused
     identity = evaluated_identity(adapter or None)
     engine = LocalModel(model, adapter or None, **engine_options)
+    if common.get("harness") == "tools" and not template_calls_tools(engine.tokenizer.chat_template):
+        raise ValueError(f"the chat template of {model!r} has no tool support, which the tools harness needs")
     if common.get("max_prompt_tokens") is None:
         common["max_prompt_tokens"] = engine.context_length - engine.max_new_tokens
     _open_cache(common)

@@ -16,6 +16,7 @@ from schemashift.report.tables.benchmark import (
     efficiency_table,
     examples_table,
     final_action_table,
+    harness_table,
     legacy_vs_v1,
     overview_tables,
     parse_table,
@@ -42,7 +43,7 @@ def build(a: Analysis) -> list[Table]:
         tables += [spread_table(a, ruleset), coverage_table(a, ruleset)]
     tables += untrained_vs_trained_tables(a)
     for ruleset in a.rulesets:
-        tables.append(baselines_table(a, ruleset))
+        tables += [baselines_table(a, ruleset), harness_table(a, ruleset)]
     tables += [reward_ablation_table(a), model_ablation_table(a), training_cost_table(a), legacy_vs_v1(a)]
     tables += [learning_table(a), verdict_table(a), versus_table(a), go_no_go_table(a)]
     for ruleset in a.rulesets:

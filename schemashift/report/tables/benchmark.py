@@ -19,7 +19,7 @@ from schemashift.report.analysis import (
     published_stat,
     savings,
 )
-from schemashift.report.load import coverage, coverage_text
+from schemashift.report.load import DEFAULT_HARNESS, coverage, coverage_text, split_label
 from schemashift.report.stats import (
     MIN_GENERALISATION,
     PASS_K,
@@ -189,6 +189,66 @@ def baselines_table(a: Analysis, ruleset: str) -> Table:
         records,
         f"Published rows come from {published.SOURCE}; they are not rerun (seeds 0-2). Size: parameters "
         "from models.<name>.params_b in the config; ~ marks an estimate (params_estimated).",
+    )
+
+
+def harness_table(a: Analysis, ruleset: str) -> Table:
+    """Each model through each harness it played, side by side: overall score and success, and
+    every other harness's paired difference from the default one (the same cells, graded by
+    both)."""
+    by_model: dict[str, dict[str, str]] = {}
+    for subject in a.subjects(ruleset):
+        if a.kinds.get(subject) != "rule":
+            model, harness = split_label(subject)
+            by_model.setdefault(model, {})[harness] = subject
+    harnesses = sorted(
+        {h for found in by_model.values() for h in found}, key=lambda h: (h != DEFAULT_HARNESS, h)
+    )
+    others = [h for h in harnesses if h != DEFAULT_HARNESS]
+    columns = [f"{harness} {title}" for harness in harnesses for title in METRICS.values()]
+    columns += [f"{harness} - {DEFAULT_HARNESS} {title}" for harness in others for title in METRICS.values()]
+    rows, records = [], []
+    for model, found in by_model.items():
+        row = [model]
+        for harness in harnesses:
+            for metric in METRICS:
+                subject = found.get(harness)
+                stat = a.stat(ruleset, subject, metric, OVERALL) if subject else Stat(None, None, None, 0)
+                row.append(cell_text(stat) if subject else NOT_PLAYED)
+                records.append(
+                    stat_record(stat, ruleset=ruleset, subject=model, harness=harness, metric=metric)
+                )
+        for harness in others:
+            for metric in METRICS:
+                both = harness in found and DEFAULT_HARNESS in found
+                stat = (
+                    a.paired(ruleset, found[harness], found[DEFAULT_HARNESS], metric)
+                    if both
+                    else Stat(None, None, None, 0)
+                )
+                row.append(cell_text(stat) if both else NOT_PLAYED)
+                records.append(
+                    stat_record(
+                        stat,
+                        ruleset=ruleset,
+                        subject=model,
+                        harness=f"{harness} - {DEFAULT_HARNESS}",
+                        metric=metric,
+                    )
+                )
+        rows.append(row)
+    return Table(
+        f"{ruleset}_harnesses",
+        f"Ruleset {ruleset}",
+        "Models per harness: the JSON-action prompt (default) beside native tool calling (tools)",
+        ["model", *columns],
+        rows,
+        records,
+        "Overall cells as in the overview tables. A harness changes how a model is asked to act, not the "
+        "episode: default writes each action as JSON in the model's text, tools offers the actions as "
+        "functions of the API's own tool calling. Differences are paired by cell (scenario and "
+        f"seed, its samples averaged) over the cells both harnesses graded. {NOT_PLAYED}: the model "
+        "was not evaluated through that harness.",
     )
 
 

@@ -1,8 +1,9 @@
 """A real OpenAI-compatible chat completion server for the tests (standard library HTTP on
 127.0.0.1, a free port, one thread per connection).
 
-It answers POST /v1/chat/completions deterministically: the reply text is a function of the
-request (`reply` callable; by default a JSON action echoing the last user message's length) and
+It answers POST /v1/chat/completions deterministically: the reply is a function of the
+request (`reply` callable; by default a JSON action echoing the last user message's length): a
+text, or a dict that is the assistant message's fields (`tool_calls` for a native call), and
 the usage counts are whitespace tokens of the prompt and the reply. Behaviour is scripted per
 request with a queue of `Step`s (status, Retry-After, delay, body) consumed in arrival order;
 when the queue is empty every request succeeds. It records every request (path, headers, JSON
@@ -53,8 +54,15 @@ def default_reply(body: dict) -> str:
 class OpenAIServer:
     """Context manager: `with OpenAIServer() as server: server.base_url ...`."""
 
-    def __init__(self, reply: Callable[[dict], str] = default_reply, *, api_key: str | None = None):
+    def __init__(
+        self,
+        reply: Callable[[dict], str | dict] = default_reply,
+        *,
+        api_key: str | None = None,
+        usage: bool = True,
+    ):
         self.reply = reply
+        self.usage = usage  # False: answers carry no usage counts, as some servers do
         self.api_key = api_key  # when set, requests without this Bearer key get 401
         self.requests: list[Recorded] = []
         self.max_in_flight = 0
@@ -153,7 +161,9 @@ class OpenAIServer:
                     return self._send(400, {"error": {"message": "body must be JSON with a messages list"}})
                 if step.body is not None:
                     return self._send(200, step.body, headers)
-                text = server.reply(body)
+                reply = server.reply(body)
+                message = {"role": "assistant", **reply} if isinstance(reply, dict) else None
+                text = json.dumps(reply) if message else reply
                 prompt = " ".join(str(m.get("content", "")) for m in body["messages"])
                 return self._send(
                     200,
@@ -165,7 +175,7 @@ class OpenAIServer:
                         "choices": [
                             {
                                 "index": 0,
-                                "message": {"role": "assistant", "content": text},
+                                "message": message or {"role": "assistant", "content": text},
                                 "finish_reason": "stop",
                             }
                         ],
@@ -173,7 +183,9 @@ class OpenAIServer:
                             "prompt_tokens": len(prompt.split()),
                             "completion_tokens": len(text.split()),
                             "total_tokens": len(prompt.split()) + len(text.split()),
-                        },
+                        }
+                        if server.usage
+                        else None,
                     },
                     headers,
                 )

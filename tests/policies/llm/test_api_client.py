@@ -122,7 +122,7 @@ def test_tool_calls_become_tool_call_tags(server):
     completion = client(server).complete(MESSAGES, max_tokens=16)
     assert (
         completion.text
-        == '<tool_call>{"name": "mail", "arguments": {"endpoint": "list_messages"}}</tool_call>'
+        == '<tool_call>\n{"name": "mail", "arguments": {"endpoint": "list_messages"}}\n</tool_call>'
     )
     assert (completion.tokens_in, completion.tokens_out) == (10, 5)
 
