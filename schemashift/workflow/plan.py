@@ -444,7 +444,7 @@ class Plan:
         the default harness only), which must hold the one it trained on."""
         from schemashift.policies.llm.format import MODEL_HARNESSES
 
-        name = self.config["train"]["runs"][run]["base_model"]
+        name = self.config["train"]["runs"][self.train_run(run).configured]["base_model"]
         entry = (self.config.get("models") or {}).get(name) or {}
         chosen = list(entry.get("harnesses", MODEL_HARNESSES))
         trained_on = self.train_run(run)["harness"]

@@ -42,10 +42,11 @@ def test_the_default_dag_holds_every_stage(repo_copy):
 @pytest.mark.timeout(300)
 def test_the_gpu_config_plans_the_seed_documents_matrix(repo_copy):
     """config.gpu.yaml: four runs (Run 5 is optional and off) of 100 steps saved every 25, two
-    base models at step 0, each on both rulesets; nothing is built locally."""
+    base models at step 0, each on both rulesets through both model harnesses; nothing is built
+    locally."""
     counts = plan(repo_copy, configfile="config.gpu.yaml")
     assert counts["train"] == 4 and "tiny_model" not in counts
-    assert counts["evaluate"] == (2 + 4 * 4) * 2
+    assert counts["evaluate"] == (2 + 4 * 4) * 2 * 2
 
 
 def _small_default(copy: Path) -> str:
