@@ -326,10 +326,14 @@ def test_every_figure_is_written_and_the_html_embeds_them(report_dir: Path) -> N
         assert png.startswith(b"\x89PNG") and len(png) > 20_000, entry["stem"]
         assert (report_dir / "figures" / f"{entry['stem']}.pdf").read_bytes().startswith(b"%PDF-")
     html = (report_dir / "report.html").read_text(encoding="utf-8")
-    first = html[html.index("<h2>What ran</h2>") : html.index("<h2>Tables</h2>")]
-    for text in ("Training runs", "Coverage", "Provenance", "shaped@step-100", "binary@step-75", CONFIG_HASH):
-        assert text in first
-    assert "fixture run shaped" in first, "the run index's description is shown beside the run"
+    results = html[html.index('<h2 id="results">') : html.index('<h2 id="details">')]
+    for text in ("shaped@step-100", "binary@step-75", "trained: run shaped, step 100", "Key figures"):
+        assert text in results
+    details = html[html.index("<h3>What ran</h3>") : html.index("<h3>Tables</h3>")]
+    for text in ("Training runs", "Coverage", "legacy / binary@step-75 / M2_weekly_report: seeds 0-2"):
+        assert text in details
+    assert "fixture run shaped" in details, "the run index's description is shown beside the run"
+    assert CONFIG_HASH in html[html.index('<h2 id="provenance">') :]
     assert html.count("<figure ") == len(index)
     for key in ("table_a_shaped_legacy", "table_b_legacy", "table_c", "table_d", "table_e", "legacy_vs_v1"):
         assert f'id="{key}"' in html
