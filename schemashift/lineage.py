@@ -26,6 +26,9 @@ RUN_INDEX = "run.json"
 RUN_INDEX_VERSION = 1
 GO_NO_GO_FILE = "go_no_go.json"
 GO_NO_GO_STEP = 20
+#: the Trackio project of the benchmark: training's live logging and the report's export (one run
+#: per training run, named as the run) both use it
+TRACKIO_PROJECT = "schemashift"
 #: Files whose bytes define an adapter (peft's names), in the order they are looked for.
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 

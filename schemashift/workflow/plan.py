@@ -468,6 +468,12 @@ class Plan:
         base image is at hand is the build's business, not the parse's."""
         return self.config["containers"]["engine"] in ("docker", "podman")
 
+    def trackio_db(self) -> str:
+        """The dashboard's Trackio project, exported from results/ (`report trackio`)."""
+        from schemashift.lineage import TRACKIO_PROJECT
+
+        return f"{self.results}/trackio/{TRACKIO_PROJECT}.db"
+
     def default_targets(self) -> list[str]:
         """The aggregated tables, the report and its figures, and the cells (so that a deleted
         cell file is made again), and the image where its engine is named."""
@@ -476,7 +482,7 @@ class Plan:
         targets = [
             f"{self.results}/{name}" for name in ("episodes.parquet", "drifts.parquet", "manifest.json")
         ]
-        targets += [f"{self.results}/summary.md", f"{self.results}/report.html"]
+        targets += [f"{self.results}/summary.md", f"{self.results}/report.html", self.trackio_db()]
         targets += [f"{self.results}/figures/{stem}.png" for stem in stems(self.config["rulesets"])]
         targets += self.baseline_files()
         if self.image_is_default():

@@ -30,6 +30,7 @@ REPORT_RULES = (
     "tables",
     "figures",
     "report_html",
+    "trackio",
     "all",
 )
 
