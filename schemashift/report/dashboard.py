@@ -35,7 +35,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from schemashift.lineage import TRACKIO_PROJECT
+from schemashift.lineage import TRACKIO_PROJECT, train_verified_metrics
 from schemashift.report import ReportError
 from schemashift.report.analysis import (
     EFFICIENCY_COLUMNS,
@@ -54,21 +54,6 @@ if TYPE_CHECKING:
 GROUPS = ("eval_observed", "eval_coverage", "eval_efficiency", "eval_usage", "train_verified")
 #: the fixed origin of every exported timestamp: step times are this plus the run's wall-clock
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
-#: training-lineage columns exported under train_verified (besides the smoothed reward)
-TRAIN_COLUMNS = (
-    "reward_mean",
-    "reward_std",
-    "reward_min",
-    "reward_max",
-    "loss",
-    "kl",
-    "grad_norm",
-    "learning_rate",
-    "completion_tokens",
-    "tool_calls_per_episode",
-    "seconds_per_step",
-    "peak_gpu_mem_gb",
-)
 #: the report figures attached to every run as media (intervals: Trackio draws no bands)
 MEDIA_FIGURES = ("learning_curves", "training_reward")
 PLAN_FILE = "plan.json"
@@ -156,13 +141,10 @@ def training_metrics(a: Analysis, run: TrainingRun) -> dict[int, dict[str, Any]]
         return {}
     rows = rows[~rows["superseded"].fillna(False).astype(bool)].sort_values("step")
     rows = rows.assign(reward_mean_smoothed=smoothed(rows["reward_mean"]).to_numpy())
-    out: dict[int, dict[str, Any]] = {}
-    for row in thin(rows).to_dict("records"):
-        metrics: dict[str, Any] = {}
-        for column in (*TRAIN_COLUMNS, "reward_mean_smoothed"):
-            _put(metrics, f"train_verified/{column}", row.get(column))
-        out[int(row["step"])] = metrics
-    return out
+    return {
+        int(row["step"]): train_verified_metrics(row, ("reward_mean_smoothed",))
+        for row in thin(rows).to_dict("records")
+    }
 
 
 def step_times(a: Analysis, run: TrainingRun, steps: Sequence[int]) -> dict[int, str]:
