@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,8 @@ th { background: #f2f2f2; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .note { color: #555; font-size: 0.9rem; max-width: 60rem; }
 .not-run { color: #555; font-style: italic; margin: 0.25rem 0; }
+figure.chart { border-top: 1px solid #eee; padding-top: 0.5rem; }
+.vega { min-height: 120px; }
 details > summary { cursor: pointer; color: #333; }
 .scroll { overflow-x: auto; }
 figure { margin: 1.5rem 0; }
@@ -61,11 +64,11 @@ def render(a: Analysis, tables_dir: str | Path, figures_dir: str | Path) -> str:
         "</head>",
         "<body>",
         "<h1>SchemaShift report</h1>",
-        *headline_section(a, figures),
+        *headline_section(a),
         '<h2 id="details">Details</h2>',
         *what_ran(a),
         *tables_section(Path(tables_dir)),
-        *figures_section(figures, exclude=key_figures(a)),
+        *figures_section(figures),
         *provenance_section(a.episodes, a.manifest),
         "</body>",
         "</html>",
@@ -84,11 +87,6 @@ def write(a: Analysis, tables_dir: str | Path, figures_dir: str | Path, out_dir:
 
 
 # -- the answer -------------------------------------------------------------------------------------
-
-
-def key_figures(a: Analysis) -> list[str]:
-    """The figures shown with the headline: each ruleset's success overview and the learning curves."""
-    return [f"{ruleset}_success" for ruleset in a.rulesets] + ["learning_curves"]
 
 
 def role(a: Analysis, subject: str) -> str:
@@ -120,7 +118,7 @@ def coverage_cell(a: Analysis, ruleset: str, subject: str) -> str:
     return text + (PROVISIONAL if any(c.provisional for c in covers) else "")
 
 
-def headline_section(a: Analysis, figures: Sequence[Mapping[str, Any]]) -> list[str]:
+def headline_section(a: Analysis) -> list[str]:
     """The answer first: per ruleset, every subject that ran with its overall success rate and
     score (95% intervals over the seeds) and its coverage; the subjects that never ran in one line
     per reason; then the key figures."""
@@ -131,6 +129,10 @@ def headline_section(a: Analysis, figures: Sequence[Mapping[str, Any]]) -> list[
         f"{MISSING} where a scenario has no graded episode (never 0); {PROVISIONAL}: provisional "
         "(incomplete coverage). Coverage: graded of expected cells. Details, every table and the "
         'method follow under <a href="#details">Details</a>.</p>',
+        '<p class="note">The same results as a Trackio dashboard: <code>TRACKIO_DIR=results/trackio '
+        "trackio show --project schemashift</code> (docs/report.md gives the preset views). Screenshots "
+        'taken by the workflow where Chromium is installed: <a href="screenshots/report.png">this page</a>, '
+        '<a href="screenshots/trackio.png">the dashboard</a>.</p>',
     ]
     for ruleset in a.rulesets:
         body = [
@@ -151,8 +153,47 @@ def headline_section(a: Analysis, figures: Sequence[Mapping[str, Any]]) -> list[
             out.append('<p class="note">No subject has results on this ruleset.</p>')
         out += [f'<p class="not-run">{html.escape(line)}</p>' for line in a.not_run_lines(ruleset)]
     out.append("<h3>Key figures</h3>")
-    keys = key_figures(a)
-    out += [_figure(entry) for entry in figures if entry["stem"] in keys]
+    out.append(
+        '<p class="note">Interactive (hover, legend, zoom, selectors); every figure also follows as a '
+        'static image under <a href="#figures">Figures</a> (PNG and PDF beside this page for papers).</p>'
+    )
+    out += interactive_figures(a)
+    return out
+
+
+def interactive_figures(a: Analysis) -> list[str]:
+    """The interactive charts, each in its own element, rendered by the inlined Vega script; a
+    chart without data is one line saying why."""
+    from schemashift.report.interactive import charts, vega_script
+
+    out, specs = [], {}
+    for number, chart in enumerate(charts(a), start=1):
+        element = f"chart-{chart.key}"
+        out.append(f'<figure class="chart" id="{element}-figure"><h4>{html.escape(chart.title)}</h4>')
+        if chart.spec is None:
+            out.append(
+                f'<p class="not-run">{html.escape(chart.title)}: nothing to show: '
+                f"{html.escape(chart.empty or '')}</p>"
+            )
+        else:
+            specs[element] = chart.spec
+            out.append(f'<div class="vega" id="{element}"></div>')
+        out.append(
+            f"<figcaption>Interactive figure {number}. {html.escape(chart.caption)}</figcaption></figure>"
+        )
+    if specs:
+        # JSON inside a script: "</" must not end the element early
+        payload = json.dumps(specs, sort_keys=True).replace("</", "<\\/")
+        out.append(f"<script>{vega_script()}</script>")
+        out.append(
+            "<script>const specs = " + payload + ";\n"
+            "for (const [id, spec] of Object.entries(specs)) {\n"
+            "  vegaEmbed('#' + id, spec, {actions: false, renderer: 'svg'}).catch((error) => {\n"
+            "    document.getElementById(id).textContent = 'This chart could not be drawn: ' + error;\n"
+            "    console.error(error);\n"
+            "  });\n"
+            "}</script>"
+        )
     return out
 
 
@@ -373,13 +414,8 @@ def figure_index(figures_dir: Path) -> list[dict[str, Any]]:
     return [{**entry, "png": figures_dir / f"{entry['stem']}.png"} for entry in index]
 
 
-def figures_section(figures: Sequence[Mapping[str, Any]], exclude: Sequence[str] = ()) -> list[str]:
-    out = ["<h3>Figures</h3>"]
-    shown = [e for e in figures if e["stem"] not in exclude]
-    if exclude:
-        out.append(f'<p class="note">Shown under Results: {html.escape(", ".join(exclude))}.</p>')
-    out += [_figure(entry) for entry in shown]
-    return out
+def figures_section(figures: Sequence[Mapping[str, Any]]) -> list[str]:
+    return ['<h3 id="figures">Figures</h3>', *(_figure(entry) for entry in figures)]
 
 
 def _figure(entry: Mapping[str, Any]) -> str:

@@ -68,6 +68,7 @@ def jobs() -> dict[str, Job]:
         "figures": Job("report", skip=(f"{PACKAGE}.report.tables", f"{PACKAGE}.report.html", DASHBOARD)),
         "html": Job("report", skip=(DASHBOARD,)),
         "trackio": Job("report", skip=(f"{PACKAGE}.report.tables", f"{PACKAGE}.report.html")),
+        "screenshots": Job("screenshots"),
     }
 
 

@@ -474,6 +474,15 @@ class Plan:
 
         return f"{self.results}/trackio/{TRACKIO_PROJECT}.db"
 
+    def screenshot_targets(self) -> list[str]:
+        """The report's and the dashboard's screenshots, where a headless browser is on PATH
+        (looked up, never run)."""
+        from schemashift.report.screenshots import DASHBOARD_FILE, REPORT_FILE, find_browser
+
+        if find_browser() is None:
+            return []
+        return [f"{self.results}/screenshots/{name}" for name in (REPORT_FILE, DASHBOARD_FILE)]
+
     def default_targets(self) -> list[str]:
         """The aggregated tables, the report and its figures, and the cells (so that a deleted
         cell file is made again), and the image where its engine is named."""
@@ -483,6 +492,7 @@ class Plan:
             f"{self.results}/{name}" for name in ("episodes.parquet", "drifts.parquet", "manifest.json")
         ]
         targets += [f"{self.results}/summary.md", f"{self.results}/report.html", self.trackio_db()]
+        targets += self.screenshot_targets()
         targets += [f"{self.results}/figures/{stem}.png" for stem in stems(self.config["rulesets"])]
         targets += self.baseline_files()
         if self.image_is_default():

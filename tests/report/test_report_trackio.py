@@ -254,3 +254,15 @@ def test_publishing_without_a_token_fails_clearly_and_keeps_the_local_project(
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert "publishing to the Space someone/bench needs a Hugging Face token" in error
     assert read_metrics(out / "schemashift.db")  # the local export is there
+
+
+def test_the_dashboard_renders_in_a_headless_browser(project: Path, tmp_path: Path) -> None:
+    """`trackio show` on 127.0.0.1, the overview preset (smoothing 0), shot in headless Chromium."""
+    from browser_helpers import distinct_colours, require_browser
+
+    require_browser()
+    out = tmp_path / "screenshots"
+    assert main(["screenshots", "--trackio", str(project.parent), "--out", str(out)]) == 0
+    summary = json.loads((out / "screenshots.json").read_text(encoding="utf-8"))["trackio"]
+    assert summary["console_errors"] == []
+    assert distinct_colours(out / "trackio.png") > 50

@@ -31,6 +31,7 @@ REPORT_RULES = (
     "figures",
     "report_html",
     "trackio",
+    "screenshots",
     "all",
 )
 
@@ -73,7 +74,7 @@ def test_the_report_rules_build_every_table_and_figure(fixture_run: Path) -> Non
         assert (results / "figures" / f"{stem}.png").stat().st_size > 20_000
         assert (results / "figures" / f"{stem}.pdf").is_file()
     html = (results / "report.html").read_text(encoding="utf-8")
-    headings = ('<h2 id="results">', '<h2 id="details">', "<h3>Tables</h3>", "<h3>Figures</h3>")
+    headings = ('<h2 id="results">', '<h2 id="details">', "<h3>Tables</h3>", '<h3 id="figures">Figures</h3>')
     order = [html.index(h) for h in (*headings, '<h2 id="provenance">')]
     assert order == sorted(order)
     assert html.count("<figure ") == len(index)

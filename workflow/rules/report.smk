@@ -123,3 +123,27 @@ rule trackio:
     shell:
         f"python -m schemashift.cli report trackio {REPORT_ARGS} "
         "--figures {params.figures} --out {params.out} > {log} 2>&1"
+
+
+# What a reader sees, in headless Chromium (a host tool, so no container): report.html from
+# file:// and the dashboard served on 127.0.0.1. A default target only where a browser is on PATH.
+localrules:
+    screenshots,
+
+
+rule screenshots:
+    input:
+        report=rules.report_html.output[0],
+        trackio=rules.trackio.output[0],
+    output:
+        report=f"{RESULTS}/screenshots/report.png",
+        trackio=f"{RESULTS}/screenshots/trackio.png",
+    log:
+        f"{RESULTS}/logs/screenshots.log",
+    params:
+        code=CODE["screenshots"],
+        trackio=lambda w, input: Path(input.trackio).parent,
+        out=lambda w, output: Path(output.report).parent,
+    shell:
+        "python -m schemashift.cli screenshots --report {input.report} --trackio {params.trackio} "
+        "--out {params.out} > {log} 2>&1"
