@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import re
 import warnings
 from pathlib import Path
 
@@ -334,10 +335,11 @@ def test_every_figure_is_written_and_the_html_embeds_them(report_dir: Path) -> N
         assert text in details
     assert "fixture run shaped" in details, "the run index's description is shown beside the run"
     assert CONFIG_HASH in html[html.index('<h2 id="provenance">') :]
-    assert html.count("<figure ") == len(index)
+    assert html.count('<figure id="') == len(index) and html.count('<figure class="chart"') == 4
     for key in ("table_a_shaped_legacy", "table_b_legacy", "table_c", "table_d", "table_e", "legacy_vs_v1"):
         assert f'id="{key}"' in html
-    assert "http://" not in html and "https://" not in html
+    markup = re.sub(r"<script>.*?</script>", "", html, flags=re.S)  # less the inlined Vega code
+    assert "http://" not in markup and "https://" not in markup
 
 
 def test_figures_log_no_warnings(report_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

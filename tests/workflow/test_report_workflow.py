@@ -77,7 +77,7 @@ def test_the_report_rules_build_every_table_and_figure(fixture_run: Path) -> Non
     headings = ('<h2 id="results">', '<h2 id="details">', "<h3>Tables</h3>", '<h3 id="figures">Figures</h3>')
     order = [html.index(h) for h in (*headings, '<h2 id="provenance">')]
     assert order == sorted(order)
-    assert html.count("<figure ") == len(index)
+    assert html.count('<figure id="') == len(index) and html.count('<figure class="chart"') == 4
     # the models are expected on v1 too but were evaluated on legacy only: one line, no rows
     assert '<p class="not-run">not run: no results' in html
     # the dashboard project beside the report: one Trackio run per training run
