@@ -39,6 +39,7 @@ table { border-collapse: collapse; margin: 0.5rem 0 1.25rem; font-size: 0.9rem; 
 th, td { border: 1px solid #ccc; padding: 0.3rem 0.55rem; vertical-align: top; }
 th { background: #f2f2f2; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.nowrap { white-space: nowrap; }
 .note { color: #555; font-size: 0.9rem; max-width: 60rem; }
 .not-run { color: #555; font-style: italic; margin: 0.25rem 0; }
 figure.chart { border-top: 1px solid #eee; padding-top: 0.5rem; }
@@ -138,7 +139,7 @@ def headline_section(a: Analysis) -> list[str]:
         body = [
             [
                 _text(subject),
-                _text(role(a, subject)),
+                ("nowrap", html.escape(role(a, subject))),
                 _num(cell_text(a.stat(ruleset, subject, "success", OVERALL))),
                 _num(cell_text(a.stat(ruleset, subject, "score", OVERALL))),
                 _num(coverage_cell(a, ruleset, subject)),
