@@ -266,3 +266,24 @@ def test_the_dashboard_renders_in_a_headless_browser(project: Path, tmp_path: Pa
     summary = json.loads((out / "screenshots.json").read_text(encoding="utf-8"))["trackio"]
     assert summary["console_errors"] == []
     assert distinct_colours(out / "trackio.png") > 50
+
+
+def test_every_preset_view_shows_metrics_of_the_project(results: Path, project: Path) -> None:
+    """A preset view is a link: smoothing 0 and a metric filter that matches logged metrics."""
+    import re
+    from urllib.parse import parse_qs, urlsplit
+
+    from schemashift.report.dashboard import DEFAULT_URL, preset_views
+
+    logged = read_metrics(project)
+    names = {name for steps in logged.values() for metrics in steps.values() for name in metrics}
+    views = preset_views(
+        DEFAULT_URL, "schemashift", {"shaped": "legacy/legacy_cumulative", "binary": "legacy/binary"}
+    )
+    assert {"overview", "difficulty", "coverage", "efficiency", "usage", "training"} <= set(views)
+    for view, link in views.items():
+        query = parse_qs(urlsplit(link).query)
+        assert query["smoothing"] == ["0"] and query["project"] == ["schemashift"]
+        pattern = re.compile(query["metric_filter"][0])
+        assert any(pattern.search(name) for name in names), view
+    assert parse_qs(urlsplit(views["group legacy/binary"]).query)["run_ids"] == ["binary"]

@@ -125,7 +125,7 @@ rule trackio:
         "--figures {params.figures} --out {params.out} > {log} 2>&1"
 
 
-# What a reader sees, in headless Chromium (a host tool, so no container): report.html from
+# What a reader sees, in headless Chromium (a host tool: no container image has it): report.html from
 # file:// and the dashboard served on 127.0.0.1. A default target only where a browser is on PATH.
 localrules:
     screenshots,
@@ -140,6 +140,8 @@ rule screenshots:
         trackio=f"{RESULTS}/screenshots/trackio.png",
     log:
         f"{RESULTS}/logs/screenshots.log",
+    conda:
+        "../../envs/runtime.yaml"
     params:
         code=CODE["screenshots"],
         trackio=lambda w, input: Path(input.trackio).parent,

@@ -133,6 +133,10 @@ def run(args: argparse.Namespace) -> int:
             written = [str(dashboard.export(analysis, out, args.figures, project))]
             if args.publish:
                 dashboard.publish(out, args.publish, project)
+            runs = {run["name"]: run["group"] for run in dashboard.plan(analysis, None, project)["runs"]}
+            print(f"serve it offline: TRACKIO_DIR={out} trackio show --project {project}; preset views:")
+            for view, link in dashboard.preset_views(dashboard.DEFAULT_URL, project, runs).items():
+                print(f"  {view}: {link}")
         else:
             from schemashift.report import html
 
