@@ -26,6 +26,40 @@ RUN_INDEX = "run.json"
 RUN_INDEX_VERSION = 1
 GO_NO_GO_FILE = "go_no_go.json"
 GO_NO_GO_STEP = 20
+#: the Trackio project of the benchmark: training's live logging and the report's export (one run
+#: per training run, named as the run, grouped by `<ruleset>/<reward>`) both use it
+TRACKIO_PROJECT = "schemashift"
+#: the training-lineage columns a Trackio run shows under `train_verified/`
+TRAIN_VERIFIED_COLUMNS = (
+    "reward_mean",
+    "reward_std",
+    "reward_min",
+    "reward_max",
+    "loss",
+    "kl",
+    "grad_norm",
+    "learning_rate",
+    "completion_tokens",
+    "tool_calls_per_episode",
+    "seconds_per_step",
+    "peak_gpu_mem_gb",
+)
+
+
+def train_verified_metrics(row: Mapping[str, Any], extra: Iterable[str] = ()) -> dict[str, float]:
+    """A lineage row as Trackio metrics `train_verified/<column>` (finite numbers only), the same
+    for training's live logging and the report's export."""
+    out = {}
+    for column in (*TRAIN_VERIFIED_COLUMNS, *extra):
+        value = row.get(column)
+        if value is None or isinstance(value, bool):
+            continue
+        value = float(value)
+        if value == value and abs(value) != float("inf"):
+            out[f"train_verified/{column}"] = value
+    return out
+
+
 #: Files whose bytes define an adapter (peft's names), in the order they are looked for.
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 

@@ -95,7 +95,10 @@ INTERNAL_ERROR = 1
 
 #: top-level module -> the optional dependency group (pyproject.toml) that installs it
 EXTRAS = {
-    **dict.fromkeys(("pandas", "matplotlib", "seaborn", "jsonschema", "yaml", "snakemake"), "workflow"),
+    **dict.fromkeys(
+        ("pandas", "matplotlib", "seaborn", "jsonschema", "yaml", "snakemake", "altair", "vl_convert"),
+        "workflow",
+    ),
     **dict.fromkeys(
         ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers", "trackio"), "train"
     ),

@@ -76,6 +76,7 @@ class TrainingRun:
     indexed: bool
     go_no_go_step: int = GO_NO_GO_STEP
     description: str | None = None
+    saved: tuple[int, ...] = ()
 
     def label(self, step: int) -> str:
         return f"{self.name}@step-{step}"
@@ -106,6 +107,7 @@ def indexed_run(index: Mapping[str, Any]) -> TrainingRun:
         indexed=True,
         go_no_go_step=int(index.get("go_no_go_step") or GO_NO_GO_STEP),
         description=index.get("description"),
+        saved=tuple(sorted(saved)),
     )
 
 
@@ -253,6 +255,48 @@ class Analysis:
     def provisional(self, ruleset: str, subject: str, scenarios: Sequence[str]) -> bool:
         return any(self.cover(ruleset, subject, s).provisional for s in scenarios)
 
+    def ran(self, ruleset: str) -> list[str]:
+        """The subjects with at least one row (graded or infra_error) on `ruleset`, in subject order:
+        those the report shows row by row. The others are `not_run`."""
+        played = set(self.episodes.loc[self.episodes["ruleset"] == ruleset, "label"])
+        return [s for s in self.subjects(ruleset) if s in played]
+
+    def not_run(self, ruleset: str) -> dict[str, str]:
+        """Expected subjects without a single row on `ruleset` -> why they did not run (one line),
+        so the report says so once instead of a row of `missing` per column."""
+        ran = set(self.ran(ruleset))
+        return {s: self.why_not_run(s) for s in self.subjects(ruleset) if s not in ran}
+
+    def not_run_lines(self, ruleset: str, kinds: Sequence[str] | None = None) -> list[str]:
+        """One line per reason: `not run: <reason>: <subjects>`, a run's checkpoints written as
+        `run@step-2, 4, 6`; only subjects of `kinds` where given."""
+        by_reason: dict[str, list[str]] = {}
+        for subject, reason in self.not_run(ruleset).items():
+            if kinds is not None and self.kinds.get(subject) not in kinds:
+                continue
+            by_reason.setdefault(reason, []).append(subject)
+        return [f"not run: {reason}: {compact_subjects(names)}" for reason, names in by_reason.items()]
+
+    def why_not_run(self, subject: str) -> str:
+        """The reason a subject has no results: training switched off here, a run not trained (yet),
+        a checkpoint not saved (yet), or an evaluation that has not run or failed."""
+        kind = self.kinds.get(subject)
+        runs = [r for r in self.runs.values() if subject in {s for _, s in self.checkpoints(r)}]
+        if kind in ("base", "checkpoint") and runs and not any(r.indexed for r in runs):
+            train = self.config.get("train") or {}
+            if train.get("enabled") is False:
+                return "training is disabled (train.enabled: false)"
+            if self.config.get("trains_here") is False:
+                return "training is disabled on this machine (train.enabled: auto and no GPU visible)"
+            if kind == "checkpoint":
+                return f"training run {runs[0].name} has not trained yet (no run index)"
+        if kind == "checkpoint" and runs:
+            run, step = runs[0], int(subject.rpartition("@step-")[2])
+            if step not in run.saved:
+                last = f"its last saved checkpoint is step {run.saved[-1]}" if run.saved else "none saved"
+                return f"checkpoint not saved yet ({run.name}: {last})"
+        return "no results: its evaluation has not run or failed (see results/logs)"
+
     # -- statistics --------------------------------------------------------------------------------
 
     def rows(self, ruleset: str, subject: str) -> pd.DataFrame:
@@ -390,6 +434,22 @@ class Analysis:
             return None
         reached = rows["step"][smooth >= first + CONVERGED * (peak - first)]
         return int(reached.iloc[0]) if len(reached) else None
+
+
+def compact_subjects(labels: Sequence[str]) -> str:
+    """`a, r@step-2, r@step-4` -> `a, r@step-2, 4`: a run's checkpoints after its name once."""
+    out: list[str] = []
+    steps: dict[str, list[str]] = {}
+    for label in labels:
+        run, sep, step = label.rpartition("@step-")
+        if sep and step.isdigit():
+            if run not in steps:
+                steps[run] = []
+                out.append(run)
+            steps[run].append(step)
+        else:
+            out.append(label)
+    return ", ".join(f"{x}@step-{', '.join(steps[x])}" if x in steps else x for x in out)
 
 
 def ablation_groups(a: Analysis, vary: str) -> list[list[Any]]:

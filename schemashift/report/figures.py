@@ -185,9 +185,10 @@ def _wrap(label: str, width: int = 28) -> str:
 
 def overview_subjects(a: Analysis, ruleset: str) -> list[str]:
     """Baselines, untrained models and each run's trained checkpoint (the others: learning curves),
-    each through every harness it played, side by side."""
+    each through every harness it played, side by side, of the subjects that ran (the report names
+    the others once)."""
     finals = {run.trained_subject for run in a.runs.values()}
-    return [s for s in a.subjects(ruleset) if a.kinds.get(s) != "checkpoint" or split_label(s)[0] in finals]
+    return [s for s in a.ran(ruleset) if a.kinds.get(s) != "checkpoint" or split_label(s)[0] in finals]
 
 
 def bar_figure(a: Analysis, ruleset: str, metric: str) -> Figure:
@@ -307,9 +308,16 @@ def learning_figure(a: Analysis, run_names: Sequence[str], title: str = "Learnin
 
     plt = _pyplot()
     runs = [a.runs[name] for name in run_names]
-    rulesets = sorted({r for run in runs for r in a.run_rulesets(run)})
+    rulesets = sorted(
+        {r for run in runs for r in a.run_rulesets(run) if any(_curve(a, run, r, m) for m in METRICS)}
+    )
     if not rulesets:
-        return _empty(title, "no checkpoint evaluations")
+        reasons = sorted({a.why_not_run(s) for run in runs for _, s in a.checkpoints(run) if s})
+        return _empty(
+            title,
+            "no checkpoint or step 0 of a training run was evaluated"
+            + (f" ({'; '.join(reasons)})" if reasons else ""),
+        )
     figure, axes = plt.subplots(
         len(METRICS),
         len(rulesets),
@@ -418,8 +426,13 @@ def drift_figure(a: Analysis) -> Figure:
     if a.drifts is None or not len(a.drifts):
         return _empty("Drift recovery", "no drift rows")
     rulesets = [r for r in a.rulesets if len(a.drifts[a.drifts["ruleset"] == r])]
+    most = max(len(set(a.drifts.loc[a.drifts["ruleset"] == r, "kind"].astype(str))) for r in rulesets)
     figure, axes = plt.subplots(
-        len(rulesets), 1, figsize=(11.0, 4.6 * len(rulesets) + 0.6), layout="constrained", squeeze=False
+        len(rulesets),
+        1,
+        figsize=(max(11.0, 1.5 * most + 3.5), 4.6 * len(rulesets) + 0.6),
+        layout="constrained",
+        squeeze=False,
     )
     for ax, ruleset in zip(axes[:, 0], rulesets, strict=True):
         keep = set(overview_subjects(a, ruleset))
@@ -450,6 +463,8 @@ def drift_figure(a: Analysis) -> Figure:
                 x = patch.get_x() + patch.get_width() / 2
                 failed = int(rows.loc[kind, "failed"])
                 ax.text(x, patch.get_height() + 0.01, str(failed), ha="center", va="bottom", fontsize=7)
+        # kind names are long (response_restructure): one word a line, so neighbours never overlap
+        ax.set_xticks(range(len(kinds)), [k.replace("_", "\n") for k in kinds])
         ax.set_ylim(0, 1.12)
         ax.set_title(f"{ruleset}: recovery rate by drift kind", fontsize=11)
         ax.set_xlabel("drift kind")
@@ -465,7 +480,7 @@ def coverage_figure(a: Analysis) -> Figure:
 
     plt = _pyplot()
     rulesets = a.rulesets
-    heights = [max(2.5, 0.38 * len(a.subjects(r)) + 1.6) for r in rulesets]
+    heights = [max(2.5, 0.38 * len(a.ran(r)) + 1.6) for r in rulesets]
     width = max(7.0, 1.6 * max(len(a.scenarios(r)) for r in rulesets) + 4.5)
     figure, axes = plt.subplots(
         len(rulesets),
@@ -476,7 +491,7 @@ def coverage_figure(a: Analysis) -> Figure:
         gridspec_kw={"height_ratios": heights},
     )
     for ax, ruleset in zip(axes[:, 0], rulesets, strict=True):
-        subjects, scenarios = a.subjects(ruleset), a.scenarios(ruleset)
+        subjects, scenarios = a.ran(ruleset), a.scenarios(ruleset)
         values = np.full((len(subjects), len(scenarios)), np.nan)
         notes = np.empty((len(subjects), len(scenarios)), dtype=object)
         for i, subject in enumerate(subjects):
@@ -507,8 +522,11 @@ def coverage_figure(a: Analysis) -> Figure:
         ax.set_facecolor("0.88")  # cells no manifest lists: expected unknown
         for i, j in zip(*np.where(np.isnan(values)), strict=True):
             ax.text(j + 0.5, i + 0.5, notes[i, j], ha="center", va="center", fontsize=8, color="0.2")
+        not_run = len(a.not_run(ruleset))
         ax.set_title(
-            f"{ruleset}: coverage per subject and scenario (grey: not in the expected cells)", fontsize=11
+            f"{ruleset}: coverage per subject and scenario (grey: not in the expected cells)"
+            + (f"\n{not_run} expected subject(s) not run, not shown" if not_run else ""),
+            fontsize=11,
         )
         ax.tick_params(axis="x", rotation=20)
         ax.tick_params(axis="y", rotation=0)

@@ -1,22 +1,26 @@
 """`schemashift report html`: one self-contained page (`report.html`) from the tables and figures.
 
-The page opens with what ran (rulesets, policies, scenarios, seeds, counts, coverage and the
-provenance from the manifest), then shows the tables written by `report tables` and the figures
-written by `report figures`, embedded as base64 PNG. It references nothing outside itself.
+The page leads with the answer: a headline table per ruleset (every subject that ran: overall
+success and score with their intervals, and coverage), one line per reason for the subjects that
+never ran, and the key figures. Then the details (what ran, coverage, every table and figure),
+then the provenance from the manifest, collapsed. Figures are embedded as base64 PNG; the page
+references nothing outside itself.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from schemashift.report import ReportError
+from schemashift.report.analysis import OVERALL
 from schemashift.report.figures import INDEX_FILE
 from schemashift.report.load import coverage, coverage_text, manifest_cells, read_json
-from schemashift.report.tables.format import CELL_NOTE, read_index
+from schemashift.report.tables.format import CELL_NOTE, MISSING, PROVISIONAL, cell_text, read_index
 from schemashift.report.tables.format import INDEX_FILE as TABLES_FILE
 
 if TYPE_CHECKING:
@@ -35,7 +39,12 @@ table { border-collapse: collapse; margin: 0.5rem 0 1.25rem; font-size: 0.9rem; 
 th, td { border: 1px solid #ccc; padding: 0.3rem 0.55rem; vertical-align: top; }
 th { background: #f2f2f2; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.nowrap { white-space: nowrap; }
 .note { color: #555; font-size: 0.9rem; max-width: 60rem; }
+.not-run { color: #555; font-style: italic; margin: 0.25rem 0; }
+figure.chart { border-top: 1px solid #eee; padding-top: 0.5rem; }
+.vega { min-height: 120px; }
+details > summary { cursor: pointer; color: #333; }
 .scroll { overflow-x: auto; }
 figure { margin: 1.5rem 0; }
 figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
@@ -45,6 +54,7 @@ code { font-size: 0.9em; }
 
 
 def render(a: Analysis, tables_dir: str | Path, figures_dir: str | Path) -> str:
+    figures = figure_index(Path(figures_dir))
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en">',
@@ -55,9 +65,12 @@ def render(a: Analysis, tables_dir: str | Path, figures_dir: str | Path) -> str:
         "</head>",
         "<body>",
         "<h1>SchemaShift report</h1>",
+        *headline_section(a),
+        '<h2 id="details">Details</h2>',
         *what_ran(a),
         *tables_section(Path(tables_dir)),
-        *figures_section(Path(figures_dir)),
+        *figures_section(figures),
+        *provenance_section(a.episodes, a.manifest),
         "</body>",
         "</html>",
         "",
@@ -74,19 +87,131 @@ def write(a: Analysis, tables_dir: str | Path, figures_dir: str | Path, out_dir:
     return path
 
 
+# -- the answer -------------------------------------------------------------------------------------
+
+
+def role(a: Analysis, subject: str) -> str:
+    """What a subject is, in words: a baseline, an untrained base model, a run's checkpoint."""
+    kind = a.kinds.get(subject)
+    if kind == "checkpoint":
+        run_name, _, step = subject.rpartition("@step-")
+        run = a.runs.get(run_name)
+        trained = run is not None and run.trained_subject == subject
+        return f"{'trained' if trained else 'checkpoint'}: run {run_name}, step {step}"
+    return {"rule": "rule baseline", "model": "model baseline", "base": "untrained base (step 0)"}.get(
+        kind or "", kind or "unknown"
+    )
+
+
+def coverage_cell(a: Analysis, ruleset: str, subject: str) -> str:
+    """Graded of expected cells over the ruleset's scenarios, infra_error apart; a dagger where
+    the subject's numbers are provisional."""
+    covers = [a.cover(ruleset, subject, s) for s in a.scenarios(ruleset)]
+    graded = sum(c.graded for c in covers)
+    infra = sum(c.infra_error for c in covers)
+    if any(c.expected is None for c in covers):
+        text = f"{graded} graded (expected unknown)"
+    else:
+        expected = sum(c.expected for c in covers)
+        text = f"{graded}/{expected} ({graded / expected:.0%})" if expected else f"{graded}/0"
+    if infra:
+        text += f", {infra} infra_error"
+    return text + (PROVISIONAL if any(c.provisional for c in covers) else "")
+
+
+def headline_section(a: Analysis) -> list[str]:
+    """The answer first: per ruleset, every subject that ran with its overall success rate and
+    score (95% intervals over the seeds) and its coverage; the subjects that never ran in one line
+    per reason; then the key figures."""
+    out = [
+        '<h2 id="results">Results</h2>',
+        '<p class="note">Overall success rate and mean score of every subject that ran: the mean over '
+        "scenarios (each weighs the same) of graded episodes, with 95% intervals over the seeds; "
+        f"{MISSING} where a scenario has no graded episode (never 0); {PROVISIONAL}: provisional "
+        "(incomplete coverage). Coverage: graded of expected cells. Details, every table and the "
+        'method follow under <a href="#details">Details</a>.</p>',
+        '<p class="note">The same results as a Trackio dashboard: <code>TRACKIO_DIR=results/trackio '
+        "trackio show --project schemashift</code> (docs/report.md gives the preset views). Screenshots "
+        'taken by the workflow where Chromium is installed: <a href="screenshots/report.png">this page</a>, '
+        '<a href="screenshots/trackio.png">the dashboard</a>.</p>',
+    ]
+    for ruleset in a.rulesets:
+        body = [
+            [
+                _text(subject),
+                ("nowrap", html.escape(role(a, subject))),
+                _num(cell_text(a.stat(ruleset, subject, "success", OVERALL))),
+                _num(cell_text(a.stat(ruleset, subject, "score", OVERALL))),
+                _num(coverage_cell(a, ruleset, subject)),
+            ]
+            for subject in a.ran(ruleset)
+        ]
+        out.append(f'<h3 id="results-{html.escape(ruleset)}">Ruleset {html.escape(ruleset)}</h3>')
+        if body:
+            header = ["subject", "what", "success rate (overall)", "mean score (overall)", "coverage"]
+            out.append(_table(header, body))
+        else:
+            out.append('<p class="note">No subject has results on this ruleset.</p>')
+        out += [f'<p class="not-run">{html.escape(line)}</p>' for line in a.not_run_lines(ruleset)]
+    out.append("<h3>Key figures</h3>")
+    out.append(
+        '<p class="note">Interactive (hover, legend, zoom, selectors); every figure also follows as a '
+        'static image under <a href="#figures">Figures</a> (PNG and PDF beside this page for papers).</p>'
+    )
+    out += interactive_figures(a)
+    return out
+
+
+def interactive_figures(a: Analysis) -> list[str]:
+    """The interactive charts, each in its own element, rendered by the inlined Vega script; a
+    chart without data is one line saying why."""
+    from schemashift.report.interactive import charts, vega_script
+
+    out, specs = [], {}
+    for number, chart in enumerate(charts(a), start=1):
+        element = f"chart-{chart.key}"
+        out.append(f'<figure class="chart" id="{element}-figure"><h4>{html.escape(chart.title)}</h4>')
+        if chart.spec is None:
+            out.append(
+                f'<p class="not-run">{html.escape(chart.title)}: nothing to show: '
+                f"{html.escape(chart.empty or '')}</p>"
+            )
+        else:
+            specs[element] = chart.spec
+            out.append(f'<div class="vega" id="{element}"></div>')
+        out.append(
+            f"<figcaption>Interactive figure {number}. {html.escape(chart.caption)}</figcaption></figure>"
+        )
+    if specs:
+        # JSON inside a script: "</" must not end the element early
+        payload = json.dumps(specs, sort_keys=True).replace("</", "<\\/")
+        out.append(f"<script>{vega_script()}</script>")
+        out.append(
+            "<script>const specs = " + payload + ";\n"
+            "for (const [id, spec] of Object.entries(specs)) {\n"
+            "  vegaEmbed('#' + id, spec, {actions: false, renderer: 'svg'}).catch((error) => {\n"
+            "    document.getElementById(id).textContent = 'This chart could not be drawn: ' + error;\n"
+            "    console.error(error);\n"
+            "  });\n"
+            "}</script>"
+        )
+    return out
+
+
 # -- what ran ---------------------------------------------------------------------------------------
 
 
 def what_ran(a: Analysis) -> list[str]:
     episodes, manifest = a.episodes, a.manifest
-    out = ["<h2>What ran</h2>"]
+    out = ["<h3>What ran</h3>"]
     header = ["ruleset", "subjects", "scenarios", "seeds", "samples", "graded", "infra_error", "coverage"]
     body = []
     for ruleset in a.rulesets:
         rows = episodes[episodes["ruleset"] == ruleset]
         expected = [c for c in manifest_cells(manifest) if c["ruleset"] == ruleset]
         cov = coverage(episodes, manifest, ruleset)
-        policies = a.subjects(ruleset)
+        policies = a.ran(ruleset)
+        not_run = len(a.not_run(ruleset))
         scenarios = sorted(set(rows["scenario"]) | {c["scenario"] for c in expected})
         seeds = {int(s) for s in rows["seed"].dropna()} | {c["seed"] for c in expected}
         # rule baselines may be expected on more seeds than models (evaluation.*.baseline_seeds)
@@ -105,7 +230,7 @@ def what_ran(a: Analysis) -> list[str]:
         body.append(
             [
                 _text(ruleset),
-                _text(", ".join(policies)),
+                _text(", ".join(policies) + (f" (and {not_run} not run, see Results)" if not_run else "")),
                 _text(", ".join(scenarios)),
                 _text(seeds_text),
                 _num(len(samples) or "\u2014"),
@@ -116,43 +241,56 @@ def what_ran(a: Analysis) -> list[str]:
         )
     out.append(_table(header, body))
     out += runs_section(a)
-    out += coverage_section(manifest)
-    out += provenance_section(episodes, manifest)
+    out += coverage_section(a)
     return out
 
 
-def coverage_section(manifest: Mapping[str, Any] | None) -> list[str]:
+def coverage_section(a: Analysis) -> list[str]:
+    """The expected cells by status; the missing and infra_error cells of subjects that ran,
+    grouped by subject and scenario (those of subjects that never ran are their not-run line)."""
+    manifest = a.manifest
     if not manifest:
         return [
-            "<h3>Coverage</h3>",
+            "<h4>Coverage</h4>",
             '<p class="note">No manifest was given: the expected and missing cells are unknown.</p>',
         ]
     counts = manifest.get("counts") or {}
     cells = manifest_cells(manifest)
     out = [
-        "<h3>Coverage</h3>",
+        "<h4>Coverage</h4>",
         f"<p>{len(cells)} expected cells: {counts.get('graded', 0)} graded, "
         f"{counts.get('infra_error', 0)} infra_error, {counts.get('missing', 0)} missing.</p>",
     ]
+    never = {(r, s) for r in a.rulesets for s in a.not_run(r)}
     for status in ("missing", "infra_error"):
-        listed = [c for c in cells if c.get("status") == status]
-        if not listed:
+        groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+        for c in cells:
+            if c.get("status") == status and (c["ruleset"], c["subject"]) not in never:
+                groups.setdefault((c["ruleset"], c["subject"], c["scenario"]), []).append(c)
+        if not groups:
             continue
         names = [
-            f"{c['ruleset']} / {c['subject']} / {c['scenario']} / seed {c['seed']} / "
-            f"sample {c['sample_index']}"
-            for c in listed[:LISTED_CELLS]
+            f"{ruleset} / {subject} / {scenario}: seeds {ranges(c['seed'] for c in group)}, samples "
+            f"{ranges(c['sample_index'] for c in group)} ({len(group)} cell{'s' * (len(group) != 1)})"
+            for (ruleset, subject, scenario), group in list(groups.items())[:LISTED_CELLS]
         ]
-        more = len(listed) - len(names)
+        more = len(groups) - len(names)
         items = "".join(f"<li>{html.escape(n)}</li>" for n in names)
         if more:
-            items += f"<li>and {more} more</li>"
-        out.append(f"<p>{status} cells:</p><ul>{items}</ul>")
+            items += f"<li>and {more} more subject and scenario pairs</li>"
+        out.append(f"<p>{status} cells of subjects that ran:</p><ul>{items}</ul>")
+    lines = [f"{ruleset}: {line}" for ruleset in a.rulesets for line in a.not_run_lines(ruleset)]
+    if lines:
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+        out.append(f"<p>Subjects without a single result (their cells are all missing):</p><ul>{items}</ul>")
     return out
 
 
 def provenance_section(episodes: pd.DataFrame, manifest: Mapping[str, Any] | None) -> list[str]:
-    out = ["<h3>Provenance</h3>"]
+    out = [
+        '<h2 id="provenance">Provenance</h2>',
+        "<details><summary>Code, config, packages and container of this report</summary>",
+    ]
     rows: list[tuple[str, str]] = []
     if manifest:
         dirty = manifest.get("git_dirty")
@@ -184,6 +322,7 @@ def provenance_section(episodes: pd.DataFrame, manifest: Mapping[str, Any] | Non
         values = sorted({str(v) for v in episodes[column].dropna()})
         rows.append((title, ", ".join(values) if values else "unknown"))
     out.append(_table(["", ""], [[_text(k), _text(v)] for k, v in rows], header_row=False))
+    out.append("</details>")
     return out
 
 
@@ -244,20 +383,20 @@ def runs_section(a: Analysis) -> list[str]:
         ]
         for run in a.runs.values()
     ]
-    return ["<h3>Training runs</h3>", _table(header, body)]
+    return ["<h4>Training runs</h4>", _table(header, body)]
 
 
 def tables_section(tables_dir: Path) -> list[str]:
     path = tables_dir / TABLES_FILE
     if not path.is_file():
         raise ReportError(f"{path}: no table index; run `schemashift report tables`")
-    out = ["<h2>Tables</h2>", f'<p class="note">{html.escape(CELL_NOTE)}</p>']
+    out = ["<h3>Tables</h3>", f'<p class="note">{html.escape(CELL_NOTE)}</p>']
     section = None
     for table in read_index(path):
         if table.section != section:
             section = table.section
-            out.append(f"<h3>{html.escape(section)}</h3>")
-        out.append(f'<h4 id="{html.escape(table.key)}">{html.escape(table.title)}</h4>')
+            out.append(f"<h4>{html.escape(section)}</h4>")
+        out.append(f'<h5 id="{html.escape(table.key)}">{html.escape(table.title)}</h5>')
         if table.note:
             out.append(f'<p class="note">{html.escape(table.note)}</p>')
         if not table.rows:
@@ -268,23 +407,30 @@ def tables_section(tables_dir: Path) -> list[str]:
     return out
 
 
-def figures_section(figures_dir: Path) -> list[str]:
+def figure_index(figures_dir: Path) -> list[dict[str, Any]]:
+    """The figures `report figures` wrote, each with its stem, caption and PNG path."""
     index = read_json(figures_dir / INDEX_FILE, "figure index")
     if not isinstance(index, list) or not index:
         raise ReportError(f"{figures_dir / INDEX_FILE}: lists no figures; run `schemashift report figures`")
-    out = ["<h2>Figures</h2>"]
-    for number, entry in enumerate(index, start=1):
-        png = figures_dir / f"{entry['stem']}.png"
-        try:
-            data = base64.b64encode(png.read_bytes()).decode("ascii")
-        except OSError as exc:
-            raise ReportError(f"{png}: cannot read the figure: {exc}") from None
-        caption = html.escape(entry.get("caption") or entry["stem"])
-        out.append(
-            f'<figure id="{html.escape(entry["stem"])}"><img alt="{html.escape(entry["stem"])}" '
-            f'src="data:image/png;base64,{data}"><figcaption>Figure {number}. {caption}</figcaption></figure>'
-        )
-    return out
+    return [{**entry, "png": figures_dir / f"{entry['stem']}.png"} for entry in index]
+
+
+def figures_section(figures: Sequence[Mapping[str, Any]]) -> list[str]:
+    return ['<h3 id="figures">Figures</h3>', *(_figure(entry) for entry in figures)]
+
+
+def _figure(entry: Mapping[str, Any]) -> str:
+    png = Path(entry["png"])
+    try:
+        data = base64.b64encode(png.read_bytes()).decode("ascii")
+    except OSError as exc:
+        raise ReportError(f"{png}: cannot read the figure: {exc}") from None
+    caption = html.escape(entry.get("caption") or entry["stem"])
+    stem = html.escape(entry["stem"])
+    return (
+        f'<figure id="{stem}"><img alt="{stem}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{caption}</figcaption></figure>"
+    )
 
 
 def _text(value: Any) -> tuple[str, str]:

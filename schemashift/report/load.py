@@ -383,11 +383,13 @@ def catalogue_tier(ruleset: str, scenario: str) -> str | None:
 def read_config(path: str | Path | None) -> dict[str, Any]:
     """The workflow configuration (JSON or YAML): which models and training runs there are.
 
-    Only `models`, `train` and `report` are read; anything missing is empty. A file that is not a
+    Only `models`, `train` (its runs, defaults and `enabled`), `report` and `trains_here` are
+    read; anything missing is empty. `trains_here` is whether training runs on the machine that
+    ran the workflow (`report_config.json` records it; null where unknown). A file that is not a
     mapping raises ReportError.
     """
     if path is None:
-        return {"models": {}, "train": {"runs": {}, "defaults": {}}, "report": {}}
+        return {"models": {}, "train": {"runs": {}, "defaults": {}}, "report": {}, "trains_here": None}
     text_path = Path(path)
     if text_path.suffix in (".yaml", ".yml"):
         import yaml
@@ -408,8 +410,13 @@ def read_config(path: str | Path | None) -> dict[str, Any]:
     train = dict(data.get("train") or {})
     return {
         "models": dict(data.get("models") or {}),
-        "train": {"runs": dict(train.get("runs") or {}), "defaults": dict(train.get("defaults") or {})},
+        "train": {
+            "runs": dict(train.get("runs") or {}),
+            "defaults": dict(train.get("defaults") or {}),
+            "enabled": train.get("enabled", "auto"),
+        },
         "report": dict(data.get("report") or {}),
+        "trains_here": data.get("trains_here"),
     }
 
 

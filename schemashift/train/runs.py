@@ -369,7 +369,9 @@ def grpo_kwargs(run: TrainRun, output_dir: str, *, use_cpu: bool, use_vllm: bool
         "seed": run["seed"],
         # Per turn: the closed-loop rollout generates one turn per call (vLLM reads this limit).
         "max_completion_length": run["max_turn_tokens"],
-        "report_to": run["report_to"],
+        # Trackio is logged by schemashift.train.live (steps kept, resumes without duplicates);
+        # transformers' callback would log without steps and append on resume
+        "report_to": "none" if run["report_to"] == "trackio" else run["report_to"],
         "use_cpu": use_cpu,
         "bf16": not use_cpu,
         "use_vllm": use_vllm,
@@ -385,10 +387,6 @@ def grpo_kwargs(run: TrainRun, output_dir: str, *, use_cpu: bool, use_vllm: bool
         kwargs["vllm_importance_sampling_clip_max"] = run["vllm_importance_sampling_clip_max"]
     if run["push_to_hub"]:
         kwargs["hub_model_id"] = run["hub_model_id"]
-    if run["report_to"] == "trackio":
-        # Local and offline: logs under $TRACKIO_DIR, no Space.
-        kwargs["project"] = f"schemashift-{run.name}"
-        kwargs["trackio_space_id"] = None
     return kwargs
 
 

@@ -71,8 +71,11 @@ def _callback_class():
     class Recorder(TrainerCallback):
         """Turns TRL's logs and our rollouts into metric rows; writes manifests on save."""
 
-        def __init__(self, run: TrainRun, out: Path, rollout: Any, metrics: MetricsLog, facts: dict) -> None:
+        def __init__(
+            self, run: TrainRun, out: Path, rollout: Any, metrics: MetricsLog, facts: dict, live: Any = None
+        ) -> None:
             self.run, self.out, self.rollout, self.metrics, self.facts = run, out, rollout, metrics, facts
+            self.live = live
             self.last_time = time.perf_counter()
             self.last_step = None
 
@@ -112,6 +115,8 @@ def _callback_class():
             }
             self.last_time, self.last_step = now, state.global_step
             self.metrics.append(row)
+            if self.live is not None:
+                self.live.log(row)
             if state.global_step == self.run["go_no_go_step"]:
                 write_go_no_go(self.out, self.metrics.lineage(), self.run["go_no_go_step"])
 
@@ -312,7 +317,7 @@ def train(
         processing_class=tokenizer,
         peft_config=peft_config,
         rollout_func=rollout,
-        callbacks=[_callback_class()(run, out, rollout, metrics, facts)],
+        callbacks=[_callback_class()(run, out, rollout, metrics, facts, _live_logger(run, metrics))],
     )
     try:
         effective = check_effective_settings(declared, trainer.args)
@@ -322,6 +327,17 @@ def train(
     write_json(out / EFFECTIVE_SETTINGS, {"backend": stack, "settings": effective})
     trainer.train(resume_from_checkpoint=str(previous[1]) if previous else None)
     return _finish(out, run)
+
+
+def _live_logger(run: TrainRun, metrics: MetricsLog) -> Any:
+    """Live Trackio logging where the run asks for it (`report_to: trackio`), resumed from the
+    committed lineage (schemashift.train.live)."""
+    if run["report_to"] != "trackio":
+        return None
+    from schemashift.train.live import LiveTrackio
+
+    config = {"base_model": run.base_model, "ruleset": run.ruleset, "reward": run.reward, "split": run.split}
+    return LiveTrackio(run.name, f"{run.ruleset}/{run.reward}", metrics.lineage(), config)
 
 
 def write_run_index(out: Path, run: TrainRun) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from pathlib import Path
 PACKAGE = "schemashift"
 _MODULE_STRING = re.compile(rf"{PACKAGE}(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?")
 CLI = f"{PACKAGE}.cli.__main__"
+DASHBOARD = f"{PACKAGE}.report.dashboard"
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,11 @@ def jobs() -> dict[str, Job]:
         "tiny_model": Job("tiny_model"),
         "train": Job("train"),
         "aggregate": Job("aggregate"),
-        "tables": Job("report", skip=(f"{PACKAGE}.report.figures", f"{PACKAGE}.report.html")),
-        "figures": Job("report", skip=(f"{PACKAGE}.report.tables", f"{PACKAGE}.report.html")),
-        "html": Job("report"),
+        "tables": Job("report", skip=(f"{PACKAGE}.report.figures", f"{PACKAGE}.report.html", DASHBOARD)),
+        "figures": Job("report", skip=(f"{PACKAGE}.report.tables", f"{PACKAGE}.report.html", DASHBOARD)),
+        "html": Job("report", skip=(DASHBOARD,)),
+        "trackio": Job("report", skip=(f"{PACKAGE}.report.tables", f"{PACKAGE}.report.html")),
+        "screenshots": Job("screenshots"),
     }
 
 

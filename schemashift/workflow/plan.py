@@ -583,6 +583,21 @@ class Plan:
         base image is at hand is the build's business, not the parse's."""
         return self.config["containers"]["engine"] in ("docker", "podman")
 
+    def trackio_db(self) -> str:
+        """The dashboard's Trackio project, exported from results/ (`report trackio`)."""
+        from schemashift.lineage import TRACKIO_PROJECT
+
+        return f"{self.results}/trackio/{TRACKIO_PROJECT}.db"
+
+    def screenshot_targets(self) -> list[str]:
+        """The report's and the dashboard's screenshots, where a headless browser is on PATH
+        (looked up, never run)."""
+        from schemashift.report.screenshots import DASHBOARD_FILE, REPORT_FILE, find_browser
+
+        if find_browser() is None:
+            return []
+        return [f"{self.results}/screenshots/{name}" for name in (REPORT_FILE, DASHBOARD_FILE)]
+
     def default_targets(self) -> list[str]:
         """The aggregated tables, the report and its figures, and the cells (so that a deleted
         cell file is made again), and the image where its engine is named."""
@@ -591,7 +606,8 @@ class Plan:
         targets = [
             f"{self.results}/{name}" for name in ("episodes.parquet", "drifts.parquet", "manifest.json")
         ]
-        targets += [f"{self.results}/summary.md", f"{self.results}/report.html"]
+        targets += [f"{self.results}/summary.md", f"{self.results}/report.html", self.trackio_db()]
+        targets += self.screenshot_targets()
         targets += [f"{self.results}/figures/{stem}.png" for stem in stems(self.config["rulesets"])]
         targets += self.baseline_files()
         if self.image_is_default():

@@ -97,3 +97,58 @@ def test_an_output_path_that_is_a_file_is_an_error(
     (tmp_path / "file").write_text("x", encoding="utf-8")
     assert main(report_args("figures", aggregated, tmp_path / "file")) == 2
     assert "is not a directory" in error_line(capsys, "report")
+
+
+V1_KINDS = (
+    "endpoint_deprecation",
+    "error_code_remap",
+    "field_rename",
+    "new_required_param",
+    "rate_limit_tightening",
+    "response_restructure",
+    "type_change",
+)
+
+
+def test_drift_kind_labels_do_not_overlap(aggregated: dict[str, Path]) -> None:
+    """v1's seven drift kinds have long names; side by side they overlapped at the report's size."""
+    from schemashift.report import load
+    from schemashift.report.analysis import Analysis
+    from schemashift.report.figures import _pyplot, drift_figure
+
+    drifts = load.drifts_frame(aggregated["drifts"])
+    drifts["kind"] = [V1_KINDS[i % len(V1_KINDS)] for i in range(len(drifts))]
+    drifts["failed_step"] = 1
+    a = Analysis(load.episodes_frame(aggregated["episodes"]), None, drifts=drifts, samples=20)
+    figure = drift_figure(a)
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    [ax] = figure.axes[:1]
+    boxes = [label.get_window_extent(renderer) for label in ax.get_xticklabels() if label.get_text()]
+    assert len(boxes) == len(V1_KINDS)
+    for left, right in zip(boxes, boxes[1:], strict=False):
+        assert left.x1 < right.x0, "neighbouring drift kind labels overlap"
+    _pyplot().close(figure)
+
+
+def test_learning_curves_without_an_evaluated_checkpoint_say_why_instead_of_empty_axes(
+    aggregated: dict[str, Path],
+) -> None:
+    from schemashift.report import load
+    from schemashift.report.analysis import Analysis
+    from schemashift.report.figures import _pyplot, learning_figure
+
+    config = {
+        "models": {"q": {"policy": "hf:Q/q", "params_b": 1}},
+        "train": {"enabled": "auto", "runs": {"r": {"base_model": "q", "ruleset": "legacy", "reward": "v1"}}},
+        "trains_here": False,
+    }
+    manifest = json.loads(aggregated["manifest"].read_text(encoding="utf-8"))
+    cell = {"ruleset": "legacy", "scenario": "E1_onboard_new_hire", "seed": 0, "sample_index": 0}
+    manifest["cells"].append({**cell, "policy": "hf:Q/q@ckpt", "train_run": "r", "checkpoint_step": 25})
+    a = Analysis(load.episodes_frame(aggregated["episodes"]), manifest, config, samples=20)
+    figure = learning_figure(a, list(a.runs))
+    texts = [t.get_text() for ax in figure.axes for t in ax.texts]
+    assert len(figure.axes) == 1 and not figure.axes[0].axison
+    assert any("training is disabled on this machine" in t for t in texts), texts
+    _pyplot().close(figure)

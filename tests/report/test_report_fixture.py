@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import re
 import warnings
 from pathlib import Path
 
@@ -341,14 +342,19 @@ def test_every_figure_is_written_and_the_html_embeds_them(report_dir: Path) -> N
         assert png.startswith(b"\x89PNG") and len(png) > 20_000, entry["stem"]
         assert (report_dir / "figures" / f"{entry['stem']}.pdf").read_bytes().startswith(b"%PDF-")
     html = (report_dir / "report.html").read_text(encoding="utf-8")
-    first = html[html.index("<h2>What ran</h2>") : html.index("<h2>Tables</h2>")]
-    for text in ("Training runs", "Coverage", "Provenance", "shaped@step-100", "binary@step-75", CONFIG_HASH):
-        assert text in first
-    assert "fixture run shaped" in first, "the run index's description is shown beside the run"
-    assert html.count("<figure ") == len(index)
+    results = html[html.index('<h2 id="results">') : html.index('<h2 id="details">')]
+    for text in ("shaped@step-100", "binary@step-75", "trained: run shaped, step 100", "Key figures"):
+        assert text in results
+    details = html[html.index("<h3>What ran</h3>") : html.index("<h3>Tables</h3>")]
+    for text in ("Training runs", "Coverage", "legacy / binary@step-75 / M2_weekly_report: seeds 0-2"):
+        assert text in details
+    assert "fixture run shaped" in details, "the run index's description is shown beside the run"
+    assert CONFIG_HASH in html[html.index('<h2 id="provenance">') :]
+    assert html.count('<figure id="') == len(index) and html.count('<figure class="chart"') == 4
     for key in ("table_a_shaped_legacy", "table_b_legacy", "table_c", "table_d", "table_e", "legacy_vs_v1"):
         assert f'id="{key}"' in html
-    assert "http://" not in html and "https://" not in html
+    markup = re.sub(r"<script>.*?</script>", "", html, flags=re.S)  # less the inlined Vega code
+    assert "http://" not in markup and "https://" not in markup
 
 
 def test_figures_log_no_warnings(report_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

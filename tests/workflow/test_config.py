@@ -177,7 +177,7 @@ def test_bad_config_fails_the_dry_run_clearly(repo_copy, tmp_path, case):
 _SPEC = re.compile(r"^\s*([A-Za-z0-9_.\-\[\]]+)\s*(.*?)\s*$")
 # Packages the jobs import; the rest of the `workflow` extra (snakemake, snakefmt, the SLURM
 # plugin, jsonschema, pyyaml) runs the workflow, not its jobs.
-RUNTIME_PACKAGES = {"pyarrow", "pandas", "seaborn", "matplotlib"}
+RUNTIME_PACKAGES = {"pyarrow", "pandas", "seaborn", "matplotlib", "trackio", "altair", "vl-convert-python"}
 
 
 def _normalise(spec: str) -> str:

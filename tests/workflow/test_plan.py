@@ -266,6 +266,9 @@ def test_each_report_part_takes_only_its_own_modules(package):
     assert "schemashift.report.figures" not in closures["tables"]
     assert "schemashift.report.html" not in closures["figures"]
     assert {"schemashift.report.tables", "schemashift.report.figures"} <= closures["html"]
+    assert "schemashift.report.dashboard" not in closures["html"] | closures["tables"] | closures["figures"]
+    assert "schemashift.report.dashboard" in closures["trackio"]
+    assert "schemashift.report.tables" not in closures["trackio"]
     assert not any(name.startswith("schemashift.report") for name in closures["cells/oracle"])
     # the registries: rulesets listed by pkgutil, model policies named by "module:function" strings
     assert "schemashift.env.rulesets.v1.ruleset" in closures["cells/oracle"]

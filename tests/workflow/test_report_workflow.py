@@ -30,6 +30,8 @@ REPORT_RULES = (
     "tables",
     "figures",
     "report_html",
+    "trackio",
+    "screenshots",
     "all",
 )
 
@@ -72,8 +74,16 @@ def test_the_report_rules_build_every_table_and_figure(fixture_run: Path) -> Non
         assert (results / "figures" / f"{stem}.png").stat().st_size > 20_000
         assert (results / "figures" / f"{stem}.pdf").is_file()
     html = (results / "report.html").read_text(encoding="utf-8")
-    assert html.index("<h2>What ran</h2>") < html.index("<h2>Tables</h2>") < html.index("<h2>Figures</h2>")
-    assert html.count("<figure ") == len(index)
+    headings = ('<h2 id="results">', '<h2 id="details">', "<h3>Tables</h3>", '<h3 id="figures">Figures</h3>')
+    order = [html.index(h) for h in (*headings, '<h2 id="provenance">')]
+    assert order == sorted(order)
+    assert html.count('<figure id="') == len(index) and html.count('<figure class="chart"') == 4
+    # the models are expected on v1 too but were evaluated on legacy only: one line, no rows
+    assert '<p class="not-run">not run: no results' in html
+    # the dashboard project beside the report: one Trackio run per training run
+    from schemashift.report.dashboard import read_metrics
+
+    assert sorted(read_metrics(results / "trackio" / "schemashift.db")) == sorted(fixture_results.RUNS)
 
 
 @pytest.mark.timeout(900)

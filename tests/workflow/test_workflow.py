@@ -32,6 +32,7 @@ from workflow_support import (
     tool,
 )
 
+from schemashift.report.screenshots import find_browser
 from schemashift.workflow import Plan
 
 pytestmark = pytest.mark.skipif(tool("snakemake") is None, reason="snakemake is not installed")
@@ -58,7 +59,9 @@ def shard_dir(ruleset: str, policy: str, scenario: str, first: int = 0) -> str:
 
 SHARD = shard_dir(RULESET, "oracle", SCENARIOS[0])
 OTHER_SHARD = shard_dir(RULESET, "naive_heuristic", SCENARIOS[1])
-DOWNSTREAM = {"aggregate": 1, "tables": 1, "figures": 1, "report_html": 1, "all": 1}
+#: the screenshots join the default targets where a headless browser is on PATH
+SHOTS = {"screenshots": 1} if find_browser() else {}
+DOWNSTREAM = {"aggregate": 1, "tables": 1, "figures": 1, "report_html": 1, "trackio": 1, **SHOTS, "all": 1}
 EVERYTHING = {"baseline": N_SHARDS, "expected_cells": 1, "report_config": 1, **DOWNSTREAM}
 AGGREGATED = {"baseline": N_SHARDS, "expected_cells": 1, "aggregate": 1}
 
@@ -418,12 +421,20 @@ def test_report_settings_never_rerun_cells(full_run, tmp_path):
 
 CODE_EDITS = {
     # figure code: the figures and the report that embeds them
-    "schemashift/report/figures.py": {"figures": 1, "report_html": 1, "all": 1},
+    "schemashift/report/figures.py": {"figures": 1, "report_html": 1, "trackio": 1, **SHOTS, "all": 1},
     # table code: the tables and the report that embeds them (the figures import no table module)
-    "schemashift/report/tables/benchmark.py": {"tables": 1, "report_html": 1, "all": 1},
+    "schemashift/report/tables/benchmark.py": {"tables": 1, "report_html": 1, **SHOTS, "all": 1},
     # the numbers figures and tables share
-    "schemashift/report/analysis.py": {"tables": 1, "figures": 1, "report_html": 1, "all": 1},
-    "schemashift/report/html.py": {"report_html": 1, "all": 1},
+    "schemashift/report/analysis.py": {
+        "tables": 1,
+        "figures": 1,
+        "report_html": 1,
+        "trackio": 1,
+        **SHOTS,
+        "all": 1,
+    },
+    "schemashift/report/html.py": {"report_html": 1, **SHOTS, "all": 1},
+    "schemashift/report/dashboard.py": {"trackio": 1, **SHOTS, "all": 1},
     "schemashift/report/aggregate.py": DOWNSTREAM,
     # env core, shared policy code, runner, record schemas: every shard and everything after
     "schemashift/env/pipeline.py": {"baseline": N_SHARDS, **DOWNSTREAM},
@@ -456,6 +467,7 @@ def test_code_edit_reruns_its_layer(full_run, relpath):
 REPORT_CODE = sorted(str(p.relative_to(REPO)) for p in (REPO / "schemashift" / "report").rglob("*.py")) + [
     "schemashift/cli/verbs/report.py",
     "schemashift/cli/verbs/aggregate.py",
+    "schemashift/cli/verbs/screenshots.py",
 ]
 
 

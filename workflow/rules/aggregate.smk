@@ -23,7 +23,8 @@ rule expected_cells:
         write_json(output[0], PLAN.expected_cells())
 
 
-# What the report needs to know about the models and training runs (ablations, sizes, price).
+# What the report needs to know about the models and training runs (ablations, sizes, price), and
+# whether training runs on this machine (to say why a run's checkpoints were not evaluated).
 rule report_config:
     output:
         f"{RESULTS}/report_config.json",
@@ -33,7 +34,10 @@ rule report_config:
         code=CODE["io"],
         # sorted JSON text: the order of keys in a config file must not rerun the report
         config=lambda w: json.dumps(
-            {key: config[key] for key in ("rulesets", "models", "train", "report")},
+            {
+                **{key: config[key] for key in ("rulesets", "models", "train", "report")},
+                "trains_here": PLAN.train_enabled(),
+            },
             sort_keys=True,
         ),
     run:

@@ -97,3 +97,55 @@ rule report_html:
     shell:
         f"python -m schemashift.cli report html {REPORT_ARGS} "
         "--tables {params.tables} --figures {params.figures} --out {params.out} > {log} 2>&1"
+
+
+# The Trackio dashboard project of the benchmark (one run per training run), from results/, never
+# from live training: `TRACKIO_DIR=results/trackio trackio show` serves it (docs/report.md).
+rule trackio:
+    input:
+        **REPORT_INPUTS,
+        figures=rules.figures.output.png,
+        captions=rules.figures.output.captions,
+    output:
+        PLAN.trackio_db(),
+    log:
+        f"{RESULTS}/logs/trackio.log",
+    conda:
+        "../../envs/runtime.yaml"
+    container:
+        APPTAINER_IMAGE
+    params:
+        code=CODE["trackio"],
+        figures=lambda w, input: Path(input.captions).parent,
+        out=lambda w, output: Path(output[0]).parent,
+        samples=config["report"]["bootstrap_samples"],
+        seed=config["report"]["seed"],
+    shell:
+        f"python -m schemashift.cli report trackio {REPORT_ARGS} "
+        "--figures {params.figures} --out {params.out} > {log} 2>&1"
+
+
+# What a reader sees, in headless Chromium (a host tool: no container image has it): report.html from
+# file:// and the dashboard served on 127.0.0.1. A default target only where a browser is on PATH.
+localrules:
+    screenshots,
+
+
+rule screenshots:
+    input:
+        report=rules.report_html.output[0],
+        trackio=rules.trackio.output[0],
+    output:
+        report=f"{RESULTS}/screenshots/report.png",
+        trackio=f"{RESULTS}/screenshots/trackio.png",
+    log:
+        f"{RESULTS}/logs/screenshots.log",
+    conda:
+        "../../envs/runtime.yaml"
+    params:
+        code=CODE["screenshots"],
+        trackio=lambda w, input: Path(input.trackio).parent,
+        out=lambda w, output: Path(output.report).parent,
+    shell:
+        "python -m schemashift.cli screenshots --report {input.report} --trackio {params.trackio} "
+        "--out {params.out} > {log} 2>&1"

@@ -1,7 +1,9 @@
-"""`schemashift report tables|figures|html`: the summary tables, the figures and the HTML report.
+"""`schemashift report tables|figures|html|trackio`: the summary tables, the figures, the HTML
+report and the Trackio dashboard project.
 
 Each part is its own command so that a workflow reruns only the part whose code or inputs changed;
-`html` assembles what `tables` and `figures` wrote.
+`html` assembles what `tables` and `figures` wrote; `trackio` writes a local Trackio project
+(`<DIR>/schemashift.db`, served by `TRACKIO_DIR=DIR trackio show`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ HELP = "write the summary tables, the figures or the HTML report from aggregated
 PARTS = {
     "tables": "all tables: overview, coverage, A-E, legacy vs v1, verdicts, pass^k... (CSV, Markdown)",
     "figures": "overview, learning and training curves, ablations, drift, coverage, efficiency (PNG and PDF)",
-    "html": "a self-contained report.html: what ran, coverage, provenance, the tables and the figures",
+    "html": "a self-contained report.html: the answer first, then details, tables, figures, provenance",
+    "trackio": "a local Trackio project (a TRACKIO_DIR): one run per training run, eval and training metrics",
 }
 
 
@@ -49,7 +52,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             part.add_argument(
                 "--summary", default=None, metavar="FILE", help="summary.md path (default: DIR/summary.md)"
             )
-        if name in ("tables", "figures", "html"):
+        if name == "trackio":
+            part.add_argument(
+                "--figures",
+                default=None,
+                metavar="DIR",
+                help="directory `report figures` wrote: its interval figures are attached as media",
+            )
+            part.add_argument(
+                "--project", default=None, metavar="NAME", help="Trackio project (default: schemashift)"
+            )
+            part.add_argument(
+                "--publish",
+                default=None,
+                metavar="SPACE_ID",
+                help="after the local export, sync it to this Hugging Face Space (needs HF_TOKEN)",
+            )
+        if name in ("tables", "figures", "html", "trackio"):
             part.add_argument(
                 "--bootstrap-samples",
                 type=int,
@@ -106,6 +125,18 @@ def run(args: argparse.Namespace) -> int:
 
             index = figures.write(analysis, out)
             written = [str(out / f"{e['stem']}.{fmt}") for e in index for fmt in figures.FORMATS]
+        elif args.part == "trackio":
+            from schemashift.lineage import TRACKIO_PROJECT
+            from schemashift.report import dashboard
+
+            project = args.project or TRACKIO_PROJECT
+            written = [str(dashboard.export(analysis, out, args.figures, project))]
+            if args.publish:
+                dashboard.publish(out, args.publish, project)
+            runs = {run["name"]: run["group"] for run in dashboard.plan(analysis, None, project)["runs"]}
+            print(f"serve it offline: TRACKIO_DIR={out} trackio show --project {project}; preset views:")
+            for view, link in dashboard.preset_views(dashboard.DEFAULT_URL, project, runs).items():
+                print(f"  {view}: {link}")
         else:
             from schemashift.report import html
 

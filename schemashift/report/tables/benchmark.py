@@ -58,9 +58,11 @@ def overview_tables(a: Analysis, ruleset: str) -> list[Table]:
     columns = list(a.groups(ruleset))
     for metric, title in METRICS.items():
         rows, records = [], []
+        ran = set(a.ran(ruleset))
         for subject in a.subjects(ruleset):
             stats = [a.stat(ruleset, subject, metric, c) for c in columns]
-            rows.append([subject, *map(cell_text, stats)])
+            if subject in ran:
+                rows.append([subject, *map(cell_text, stats)])
             records += [
                 stat_record(s, ruleset=ruleset, subject=subject, column=c, metric=metric)
                 for c, s in zip(columns, stats, strict=True)
@@ -73,15 +75,24 @@ def overview_tables(a: Analysis, ruleset: str) -> list[Table]:
                 ["subject", *map(column_title, columns)],
                 rows,
                 records,
-                "Coverage: " + coverage_text(coverage(a.episodes, a.manifest, ruleset)),
+                not_run_note(
+                    a, ruleset, "Coverage: " + coverage_text(coverage(a.episodes, a.manifest, ruleset))
+                ),
             )
         )
     return out
 
 
+def not_run_note(a: Analysis, ruleset: str, note: str) -> str:
+    """A table's note followed by the subjects that never ran on `ruleset` (they have no rows)."""
+    lines = a.not_run_lines(ruleset)
+    return " ".join([note, *(f"{line[0].upper()}{line[1:]}." for line in lines)])
+
+
 def coverage_table(a: Analysis, ruleset: str) -> Table:
     scenarios = a.scenarios(ruleset)
     rows, records = [], []
+    ran = set(a.ran(ruleset))
     for subject in a.subjects(ruleset):
         row = [subject]
         for scenario in scenarios:
@@ -108,7 +119,8 @@ def coverage_table(a: Analysis, ruleset: str) -> Table:
                     "provisional": c.provisional,
                 }
             )
-        rows.append(row)
+        if subject in ran:
+            rows.append(row)
     return Table(
         f"{ruleset}_coverage",
         f"Ruleset {ruleset}",
@@ -116,8 +128,13 @@ def coverage_table(a: Analysis, ruleset: str) -> Table:
         ["subject", *scenarios],
         rows,
         records,
-        "From the manifest's expected cells (? where no manifest lists the cell); missing and infra_error "
-        f"cells counted apart. {PROVISIONAL}: every aggregate over this subject and scenario is provisional.",
+        not_run_note(
+            a,
+            ruleset,
+            "From the manifest's expected cells (? where no manifest lists the cell); missing and "
+            f"infra_error cells counted apart. {PROVISIONAL}: every aggregate over this subject and "
+            "scenario is provisional.",
+        ),
     )
 
 
@@ -127,7 +144,7 @@ def baselines_table(a: Analysis, ruleset: str) -> Table:
     finals = {r.trained_subject for r in a.runs.values()}
     rows, records = [], []
     entries = []
-    for subject in a.subjects(ruleset):
+    for subject in a.ran(ruleset):
         kind = a.kinds.get(subject)
         if kind in ("rule", "model", "base") or subject in finals:
             entries.append((subject, kind))
@@ -187,8 +204,12 @@ def baselines_table(a: Analysis, ruleset: str) -> Table:
         ["subject", "kind", "size", *map(column_title, columns), "success (overall)"],
         rows,
         records,
-        f"Published rows come from {published.SOURCE}; they are not rerun (seeds 0-2). Size: parameters "
-        "from models.<name>.params_b in the config; ~ marks an estimate (params_estimated).",
+        not_run_note(
+            a,
+            ruleset,
+            f"Published rows come from {published.SOURCE}; they are not rerun (seeds 0-2). Size: "
+            "parameters from models.<name>.params_b in the config; ~ marks an estimate (params_estimated).",
+        ),
     )
 
 
@@ -283,7 +304,7 @@ def legacy_vs_v1(a: Analysis) -> Table:
 def pass_k_table(a: Analysis, ruleset: str) -> Table:
     rows, records = [], []
     scenarios = a.scenarios(ruleset)
-    for subject in a.subjects(ruleset):
+    for subject in a.ran(ruleset):
         flag = a.provisional(ruleset, subject, scenarios)
         stats = [pass_k_stat(a.rows(ruleset, subject), k, scenarios, flag) for k in PASS_K]
         rows.append([subject, *map(cell_text, stats)])
@@ -306,7 +327,7 @@ def pass_k_table(a: Analysis, ruleset: str) -> Table:
 
 def efficiency_table(a: Analysis, ruleset: str) -> Table:
     rows, records = [], []
-    for subject in a.subjects(ruleset):
+    for subject in a.ran(ruleset):
         mine = a.rows(ruleset, subject)
         means = {c: (float(mine[c].mean()) if mine[c].notna().any() else None) for c in EFFICIENCY_COLUMNS}
         reference = efficiency_reference(a, ruleset, subject)
@@ -367,7 +388,7 @@ def spread_table(a: Analysis, ruleset: str) -> Table:
     scenarios only where there are enough scenarios for one."""
     rows, records = [], []
     columns = [c for c in a.groups(ruleset) if c == OVERALL or c.startswith(TIER_PREFIX)]
-    for subject in a.subjects(ruleset):
+    for subject in a.ran(ruleset):
         for metric in METRICS:
             for column in columns:
                 scenarios = a.groups(ruleset)[column]
@@ -423,7 +444,7 @@ def final_action_table(a: Analysis, ruleset: str) -> Table:
     g = a.graded[a.graded["ruleset"] == ruleset]
     actions = sorted(set(g["final_action"].dropna()))
     rows, records = [], []
-    for subject in a.subjects(ruleset):
+    for subject in a.ran(ruleset):
         mine = g[g["label"] == subject]
         counts = mine["final_action"].value_counts()
         rows.append(
@@ -460,7 +481,7 @@ def final_action_table(a: Analysis, ruleset: str) -> Table:
 
 def parse_table(a: Analysis, ruleset: str) -> Table:
     rows, records = [], []
-    for subject in a.subjects(ruleset):
+    for subject in a.ran(ruleset):
         if a.kinds.get(subject) == "rule":
             continue
         mine = a.rows(ruleset, subject)
@@ -580,7 +601,7 @@ def per_seed_tables(a: Analysis, ruleset: str) -> list[Table]:
     out = []
     columns = list(a.groups(ruleset))
     aggregates = [c for c in columns if c.startswith(TIER_PREFIX) or c == OVERALL]
-    for subject in a.subjects(ruleset):
+    for subject in a.ran(ruleset):
         mine = a.episodes[(a.episodes["ruleset"] == ruleset) & (a.episodes["label"] == subject)]
         mine = mine.sort_values(["scenario", "seed", "sample_index"])
         rows, records = [], []

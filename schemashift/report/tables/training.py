@@ -25,6 +25,9 @@ def untrained_vs_trained_tables(a: Analysis) -> list[Table]:
         base = a.base_subject(run)
         trained_role = f"trained (step {run.trained_step})"
         for ruleset in a.run_rulesets(run):
+            sides = {s for s in (trained, base) if s}
+            if sides and sides <= set(a.not_run(ruleset)):
+                continue  # both sides expected and never run: the overview's not-run line says why
             columns = list(a.groups(ruleset))
             rows, records = [], []
             tested = [
@@ -256,6 +259,7 @@ def learning_table(a: Analysis) -> Table:
         for metric in ("score", "success")
     ]
     diffs = dict(zip([k for k, _ in tested], adjust([d for _, d in tested]), strict=True))
+    ran = {ruleset: set(a.ran(ruleset)) for ruleset in a.rulesets}
     for run, ruleset, step, subject, _base in points:
         if subject is None:
             rows.append([run.name, ruleset, str(step), MISSING, MISSING, MISSING, MISSING])
@@ -264,17 +268,18 @@ def learning_table(a: Analysis) -> Table:
         success = a.stat(ruleset, subject, "success", OVERALL)
         dscore = diffs.get((run.name, ruleset, step, "score"))
         dsuccess = diffs.get((run.name, ruleset, step, "success"))
-        rows.append(
-            [
-                run.name,
-                ruleset,
-                str(step),
-                cell_text(score),
-                cell_text(success),
-                signed(dscore) if dscore else "",
-                signed(dsuccess) if dsuccess else "",
-            ]
-        )
+        if subject in ran[ruleset]:
+            rows.append(
+                [
+                    run.name,
+                    ruleset,
+                    str(step),
+                    cell_text(score),
+                    cell_text(success),
+                    signed(dscore) if dscore else "",
+                    signed(dsuccess) if dsuccess else "",
+                ]
+            )
         for metric, stat, diff in (("score", score, dscore), ("success", success, dsuccess)):
             records.append(
                 {
@@ -303,7 +308,16 @@ def learning_table(a: Analysis) -> Table:
         ],
         rows,
         records,
-        "Step 0 is the shared untrained base model's evaluation (one evaluation, shown in every run that "
-        "uses it). Differences are paired on the (scenario, seed) cells both evaluated (n = pairs); "
-        "p_holm is Holm-adjusted over every difference of this table.",
+        " ".join(
+            [
+                "Step 0 is the shared untrained base model's evaluation (one evaluation, shown in every "
+                "run that uses it). Differences are paired on the (scenario, seed) cells both evaluated "
+                "(n = pairs); p_holm is Holm-adjusted over every difference of this table.",
+                *(
+                    f"{ruleset}: {line}."
+                    for ruleset in a.rulesets
+                    for line in a.not_run_lines(ruleset, ("base", "checkpoint"))
+                ),
+            ]
+        ),
     )

@@ -1,0 +1,70 @@
+"""`schemashift screenshots`: what a reader sees, in a real headless browser.
+
+report.html opened from file:// and the Trackio dashboard served on 127.0.0.1, each as a PNG,
+with a check that the page rendered: no console errors, every interactive chart drawn. A page
+that did not render is an error (status 2), with the PNG kept to look at.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "screenshots"
+HELP = "PNG screenshots of report.html (file://) and the Trackio dashboard (127.0.0.1), headless Chromium"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--report", default=None, metavar="FILE", help="report.html to open from file://")
+    parser.add_argument(
+        "--trackio",
+        default=None,
+        metavar="DIR",
+        help="TRACKIO_DIR `report trackio` wrote, to serve and shoot",
+    )
+    parser.add_argument(
+        "--project", default=None, metavar="NAME", help="Trackio project (default: schemashift)"
+    )
+    parser.add_argument("--out", required=True, metavar="DIR", help="folder for report.png and trackio.png")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from schemashift.cli import CliError
+    from schemashift.lineage import TRACKIO_PROJECT
+    from schemashift.report import ReportError, screenshots
+    from schemashift.rollout.io import write_json
+
+    if not args.report and not args.trackio:
+        raise CliError("nothing to shoot: give --report, --trackio or both")
+    out = Path(args.out)
+    shots = {}
+    try:
+        if args.report:
+            page = Path(args.report).resolve()
+            if not page.is_file():
+                raise CliError(f"--report {args.report}: no such file")
+            shots["report"] = screenshots.shoot(page.as_uri(), out / screenshots.REPORT_FILE)
+        if args.trackio:
+            project = args.project or TRACKIO_PROJECT
+            shots["trackio"] = screenshots.shoot_dashboard(
+                Path(args.trackio), out / screenshots.DASHBOARD_FILE, project
+            )
+    except ReportError as exc:
+        raise CliError(str(exc)) from None
+    summary = {
+        name: {"png": shot.path.name, "console_errors": shot.console_errors, "charts": shot.charts}
+        for name, shot in shots.items()
+    }
+    write_json(out / "screenshots.json", summary)
+    problems = [f"{name}: console error: {e}" for name, shot in shots.items() for e in shot.console_errors]
+    problems += [
+        f"{name}: chart {c} not drawn"
+        for name, shot in shots.items()
+        for c, ok in shot.charts.items()
+        if not ok
+    ]
+    if problems:
+        raise CliError("the page did not render cleanly: " + "; ".join(problems))
+    print(f"screenshots: wrote {', '.join(shot.path.name for shot in shots.values())} to {out}")
+    return 0
