@@ -116,10 +116,11 @@ def test_drift_kind_labels_do_not_overlap(aggregated: dict[str, Path]) -> None:
     from schemashift.report.analysis import Analysis
     from schemashift.report.figures import _pyplot, drift_figure
 
-    drifts = load.drifts_frame(aggregated["drifts"])
+    episodes = load.episodes_frame(aggregated["episodes"])
+    drifts = load.drifts_frame(aggregated["drifts"], episodes)
     drifts["kind"] = [V1_KINDS[i % len(V1_KINDS)] for i in range(len(drifts))]
     drifts["failed_step"] = 1
-    a = Analysis(load.episodes_frame(aggregated["episodes"]), None, drifts=drifts, samples=20)
+    a = Analysis(episodes, None, drifts=drifts, samples=20)
     figure = drift_figure(a)
     figure.canvas.draw()
     renderer = figure.canvas.get_renderer()

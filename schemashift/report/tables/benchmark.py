@@ -218,7 +218,7 @@ def harness_table(a: Analysis, ruleset: str) -> Table:
     every other harness's paired difference from the default one (the same cells, graded by
     both)."""
     by_model: dict[str, dict[str, str]] = {}
-    for subject in a.subjects(ruleset):
+    for subject in a.ran(ruleset):
         if a.kinds.get(subject) != "rule":
             model, harness = split_label(subject)
             by_model.setdefault(model, {})[harness] = subject
