@@ -86,6 +86,14 @@ class TrainingRun:
         """The subject the report calls "trained": the checkpoint at `trained_step`."""
         return self.label(self.trained_step)
 
+    @property
+    def configured(self) -> str:
+        """The configured run this run is a repeat of (`train.runs.<run>.repeats`), and itself
+        for the first repeat."""
+        from schemashift.train.runs import split_repeat
+
+        return split_repeat(self.name)[0]
+
 
 def indexed_run(index: Mapping[str, Any]) -> TrainingRun:
     """A trained run from its run index: the saved and planned checkpoints, and its report step
@@ -452,11 +460,24 @@ def compact_subjects(labels: Sequence[str]) -> str:
     return ", ".join(f"{x}@step-{', '.join(steps[x])}" if x in steps else x for x in out)
 
 
+def repeat_groups(a: Analysis) -> dict[str, list[TrainingRun]]:
+    """Configured run -> its repeats over training seeds (the run itself first)."""
+    from schemashift.train.runs import split_repeat
+
+    groups: dict[str, list[TrainingRun]] = {}
+    for run in sorted(a.runs.values(), key=lambda r: split_repeat(r.name)[::-1]):
+        groups.setdefault(run.configured, []).append(run)
+    return dict(sorted(groups.items()))
+
+
 def ablation_groups(a: Analysis, vary: str) -> list[list[Any]]:
-    """Runs that differ only in `vary` (reward or base_model): same ruleset and the other field."""
+    """Runs that differ only in `vary` (reward or base_model): same ruleset and the other field.
+    One arm per configured run (its first repeat); the repeats table pools the others."""
     keep = "base_model" if vary == "reward" else "reward"
     groups: dict[tuple[Any, Any], list[Any]] = {}
     for run in a.runs.values():
+        if run.name != run.configured:
+            continue
         groups.setdefault((run.ruleset, getattr(run, keep)), []).append(run)
     return [g for g in groups.values() if len({getattr(r, vary) for r in g}) > 1]
 

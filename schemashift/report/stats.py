@@ -252,6 +252,56 @@ def difference_stat(
     return replace(stat, p_value=sign_test_p(positive, negative))
 
 
+@dataclass(frozen=True)
+class RepeatsStat:
+    """A training method's estimate from R repeats of one run (each its own training seed): the
+    mean of the repeats' means with a t interval over them (df R - 1: training and evaluation
+    noise together), the spread between repeats, the evaluation noise within them, and the part
+    of the spread evaluation noise does not explain (training variance, a moment estimate). One
+    repeat gives no interval over training seeds: `note` says so."""
+
+    pooled: Stat
+    repeats: int
+    between_sd: float | None
+    evaluation_se: float | None
+    training_sd: float | None
+
+
+def repeats_stat(
+    means: Sequence[float], evaluation_ses: Sequence[float | None], n: int, level: float = LEVEL
+) -> RepeatsStat:
+    """Pool the repeats' means (`means`, one per repeat; `evaluation_ses`: the standard error of
+    each repeat's mean over its evaluation seeds, None where no variation was observed)."""
+    count = len(means)
+    if count == 0:
+        return RepeatsStat(Stat(None, None, None, n), 0, None, None, None)
+    mean = sum(means) / count
+    known = [se for se in evaluation_ses if se is not None]
+    evaluation_se = math.sqrt(sum(se * se for se in known) / len(known)) if known else None
+    if count == 1:
+        note = "one training run: an observation of this run, not of the training method"
+        return RepeatsStat(Stat(mean, None, None, n, note=note), 1, None, evaluation_se, None)
+    between_var = sum((m - mean) ** 2 for m in means) / (count - 1)
+    between_sd = math.sqrt(between_var)
+    training_sd = math.sqrt(max(0.0, between_var - (evaluation_se or 0.0) ** 2))
+    if between_sd <= 1e-12 * max(1.0, abs(mean)):
+        pooled = Stat(mean, None, None, n, note=f"{NO_VARIATION} between the repeats")
+    else:
+        half = t_ppf(0.5 + level / 2, count - 1) * between_sd / math.sqrt(count)
+        pooled = Stat(mean, mean - half, mean + half, n, method="t")
+    return RepeatsStat(pooled, count, between_sd, evaluation_se, training_sd)
+
+
+def standard_error(rows: pd.DataFrame, metric: str, scenarios: Sequence[str]) -> float | None:
+    """The standard error of the stratified mean of `metric` over `scenarios` (seeds resampled
+    within each scenario), None where no variation was observed or a scenario has under 2 seeds."""
+    groups, _ = seed_means(rows, metric, scenarios)
+    if not groups or any(len(g) < 2 for g in groups):
+        return None
+    found = _standard_error(groups)
+    return found[0] if found else None
+
+
 def generalisation_stat(scenario_means: Sequence[float], n: int, level: float = LEVEL) -> Stat:
     """Interval for the mean over new scenarios like these: t over the scenario means, df |S| - 1;
     none below MIN_GENERALISATION scenarios (too few to say anything about others)."""

@@ -5,6 +5,7 @@ step-20 go/no-go is the trainer's rule."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -186,3 +187,49 @@ def test_a_disabled_run_is_reported_only_once_it_has_trained() -> None:
     index = {**run_index("shaped"), "train_run": "off"}
     trained = Analysis(data, {"training": {"off": {"index": index}}}, cfg, samples=20)
     assert list(trained.runs) == ["off", "on"] and trained.runs["off"].indexed
+
+
+def _repeat_rows(scores: dict[str, tuple[float, float]]) -> pd.DataFrame:
+    """Each repeat's trained checkpoint (step 100) scoring the given values on seeds 0 and 1."""
+    frames = [
+        evaluations([(f"hf:{QWEN}", run, 100, score)]).iloc[[seed]]
+        for run, by_seed in scores.items()
+        for seed, score in enumerate(by_seed)
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_repeats_pool_into_one_estimate_with_training_variance_told_apart() -> None:
+    from scipy import stats as sp
+
+    from schemashift.report.tables.training import repeats_table, reward_ablation_table
+
+    scores = {"r": (0.2, 0.4), "r.rep2": (0.5, 0.7), "r.rep3": (0.8, 0.6), "other": (0.1, 0.3)}
+    runs = {"r": {"base_model": "qwen", "ruleset": "legacy", "reward": "v1", "repeats": 3}}
+    runs["other"] = {"base_model": "qwen", "ruleset": "legacy", "reward": "binary"}
+    a = Analysis(_repeat_rows(scores), None, config(runs), samples=20)
+    assert sorted(a.runs) == ["other", "r", "r.rep2", "r.rep3"]
+    (row,) = [r for r in repeats_table(a).records if r["run"] == "r" and r["metric"] == "score"]
+    means = [0.3, 0.6, 0.7]
+    half = sp.t.ppf(0.975, 2) * sp.tstd(means) / math.sqrt(3)
+    assert row["mean"] == pytest.approx(sum(means) / 3)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((row["mean"] - half, row["mean"] + half))
+    assert row["between_sd"] == pytest.approx(sp.tstd(means))
+    assert row["evaluation_se"] == pytest.approx(sp.tstd([0.2, 0.4]) / math.sqrt(2))  # each repeat's
+    assert row["training_sd"] == pytest.approx(math.sqrt(sp.tstd(means) ** 2 - row["evaluation_se"] ** 2))
+    assert (row["repeats"], row["repeats_evaluated"], row["provisional"]) == (3, 3, False)
+    # the ablation compares configured runs, not repeats of one run against each other
+    assert {r["run"] for r in reward_ablation_table(a).records} == {"r", "other"}
+    (single,) = [r for r in repeats_table(a).records if r["run"] == "other" and r["metric"] == "score"]
+    assert single["mean"] == pytest.approx(0.2) and single["ci_low"] is None
+    assert "one training run" in single["note"]
+
+
+def test_a_repeat_that_was_not_evaluated_makes_the_pool_provisional() -> None:
+    from schemashift.report.tables.training import repeats_table
+
+    runs = {"r": {"base_model": "qwen", "ruleset": "legacy", "reward": "v1", "repeats": 3}}
+    a = Analysis(_repeat_rows({"r": (0.2, 0.4), "r.rep2": (0.5, 0.7)}), None, config(runs), samples=20)
+    (row,) = [r for r in repeats_table(a).records if r["metric"] == "score"]
+    assert (row["repeats"], row["repeats_evaluated"], row["provisional"]) == (3, 2, True)
+    assert row["mean"] == pytest.approx(0.45)

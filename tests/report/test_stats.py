@@ -263,3 +263,29 @@ def test_an_interval_is_never_zero_width_and_holds_its_mean(groups, exact: bool,
         assert stat.method is None and stat.note in (stats.NO_VARIATION, stats.ONE_SEED)
     if difference:
         assert 0.0 <= stat.p_value <= 1.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(0, 1), min_size=1, max_size=8),
+    st.lists(st.one_of(st.none(), st.floats(0, 0.5)), min_size=1, max_size=8),
+)
+def test_repeats_pool_as_an_independent_computation_does(means, ses):
+    got = stats.repeats_stat(means, ses, n=10)
+    assert got.pooled.mean == pytest.approx(float(np.mean(means)))
+    known = [se for se in ses if se is not None]
+    if known:
+        assert got.evaluation_se == pytest.approx(math.sqrt(np.mean(np.square(known))))
+    if len(means) == 1:
+        assert got.pooled.ci_low is None and "one training run" in got.pooled.note
+        return
+    sd = float(np.std(means, ddof=1))
+    assert got.between_sd == pytest.approx(sd, abs=1e-12)
+    assert got.training_sd == pytest.approx(
+        math.sqrt(max(0.0, sd**2 - (got.evaluation_se or 0.0) ** 2)), abs=1e-9
+    )
+    if got.pooled.ci_low is None:
+        assert stats.NO_VARIATION in got.pooled.note
+    else:
+        low, high = sp.t.interval(0.95, len(means) - 1, loc=np.mean(means), scale=sp.sem(means))
+        assert (got.pooled.ci_low, got.pooled.ci_high) == pytest.approx((low, high), rel=1e-6, abs=1e-9)

@@ -29,6 +29,7 @@ from schemashift.report.tables.seed_document import go_no_go_table, verdict_tabl
 from schemashift.report.tables.training import (
     learning_table,
     model_ablation_table,
+    repeats_table,
     reward_ablation_table,
     training_cost_table,
     untrained_vs_trained_tables,
@@ -44,7 +45,8 @@ def build(a: Analysis) -> list[Table]:
     tables += untrained_vs_trained_tables(a)
     for ruleset in a.rulesets:
         tables += [baselines_table(a, ruleset), harness_table(a, ruleset)]
-    tables += [reward_ablation_table(a), model_ablation_table(a), training_cost_table(a), legacy_vs_v1(a)]
+    tables += [repeats_table(a), reward_ablation_table(a), model_ablation_table(a)]
+    tables += [training_cost_table(a), legacy_vs_v1(a)]
     tables += [learning_table(a), verdict_table(a), versus_table(a), go_no_go_table(a)]
     for ruleset in a.rulesets:
         tables += [pass_k_table(a, ruleset), efficiency_table(a, ruleset), final_action_table(a, ruleset)]

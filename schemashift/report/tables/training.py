@@ -3,8 +3,10 @@ training cost and the learning curves."""
 
 from __future__ import annotations
 
-from schemashift.report.analysis import METRICS, OVERALL, Analysis, ablation_groups, smoothed
-from schemashift.report.stats import MISSING_STAT, Stat, adjust, verdict
+from dataclasses import replace
+
+from schemashift.report.analysis import METRICS, OVERALL, Analysis, ablation_groups, repeat_groups, smoothed
+from schemashift.report.stats import MISSING_STAT, Stat, adjust, repeats_stat, standard_error, verdict
 from schemashift.report.tables.format import (
     MISSING,
     Table,
@@ -174,10 +176,76 @@ def _ablation_table(a: Analysis, vary: str, key: str, section: str, title: str) 
         "Groups: runs on the same ruleset that differ only in "
         f"{'the reward' if vary == 'reward' else 'the base model'}. Versus: paired difference to the group's "
         "first run on shared cells, beats/ties/loses by its Holm-adjusted p-value (over this table) at "
-        "0.05. Each arm is one training run: a difference is a single-run observation about these "
-        "runs, not about the training method (training randomness is not measured). Convergence step: "
+        "0.05. Each arm is one training run (a run's first repeat; the training repeats table pools the "
+        "others): a difference is a single-run observation about these runs, not about the training "
+        "method (training randomness is not in its interval). Convergence step: "
         "first step where the smoothed training reward covers 90% of the way from its first value to "
         "its peak.",
+    )
+
+
+def repeats_table(a: Analysis) -> Table:
+    """Each configured run over its repeats (training seeds): what the method reaches at the
+    reported step, with training variance told apart from evaluation variance."""
+    header = ["run", "ruleset", "repeats", "metric", "pooled over repeats", "per repeat"]
+    header += ["sd between repeats", "evaluation se (within)", "training sd (estimated)"]
+    rows, records = [], []
+    for configured, runs in repeat_groups(a).items():
+        ruleset = runs[0].ruleset
+        if ruleset not in a.rulesets:
+            continue
+        scenarios = a.groups(ruleset)[OVERALL]
+        for metric, title in METRICS.items():
+            stats = [a.stat(ruleset, run.trained_subject, metric, OVERALL) for run in runs]
+            ran = [(run, stat) for run, stat in zip(runs, stats, strict=True) if stat.mean is not None]
+            ses = [standard_error(a.rows(ruleset, run.trained_subject), metric, scenarios) for run, _ in ran]
+            pooled = repeats_stat([stat.mean for _, stat in ran], ses, sum(stat.n for _, stat in ran))
+            shown = pooled.pooled
+            if len(ran) < len(runs) or any(stat.provisional for _, stat in ran):
+                shown = replace(shown, provisional=True)
+            per_repeat = "; ".join(
+                f"{run.name}: {num(stat.mean) if stat.mean is not None else MISSING}"
+                for run, stat in zip(runs, stats, strict=True)
+            )
+            rows.append(
+                [
+                    configured,
+                    ruleset,
+                    f"{len(ran)} of {len(runs)}",
+                    title,
+                    cell_text(shown),
+                    per_repeat,
+                    num(pooled.between_sd),
+                    num(pooled.evaluation_se),
+                    num(pooled.training_sd),
+                ]
+            )
+            records.append(
+                {
+                    **stat_record(shown, run=configured, ruleset=ruleset, metric=metric),
+                    "repeats": len(runs),
+                    "repeats_evaluated": len(ran),
+                    "between_sd": pooled.between_sd,
+                    "evaluation_se": pooled.evaluation_se,
+                    "training_sd": pooled.training_sd,
+                }
+            )
+    return Table(
+        "training_repeats",
+        "Training repeats",
+        "Each run over its training seeds: training variance beside evaluation variance",
+        header,
+        rows,
+        records,
+        "The question: what does this run's configuration (the training method) reach at its reported "
+        "step, over training seeds? A run with `repeats: N` trains N times, each with another seed "
+        "(<run>, <run>.rep2, ...). Pooled: the mean of the repeats' overall means, with a t interval "
+        "over them (df = repeats - 1), which holds training and evaluation noise together. Sd between "
+        "repeats: their spread; evaluation se: the standard error of one repeat's mean over its "
+        "evaluation seeds (root mean square over the repeats); training sd: the part of the spread "
+        "evaluation noise does not explain (a moment estimate, 0 where it explains all of it). With "
+        "one repeat there is no interval over training seeds: what the tables say of a training "
+        "method is then an observation of one run.",
     )
 
 
