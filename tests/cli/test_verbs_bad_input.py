@@ -161,6 +161,12 @@ def cases(bad: dict[str, Path], tmp: Path) -> dict[str, list[list[str]]]:
             ["tables", "--episodes", str(bad["binary"]), "--out", a_file],
         ],
         "scenarios": [["--ruleset", "nope"], ["--ruleset", ""]],
+        "screenshots": [
+            ["--out", out],
+            ["--report", str(bad["missing"]), "--out", out],
+            ["--trackio", str(bad["missing"]), "--out", out],
+            ["--trackio", str(tmp), "--out", out],
+        ],
         "serve": [
             ["--port", "0"],
             ["--port", "99999"],
@@ -292,7 +298,7 @@ def test_the_extras_table_matches_pyproject() -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     from schemashift.cli import EXTRAS
 
-    distribution = {"yaml": "pyyaml"}
+    distribution = {"yaml": "pyyaml", "vl_convert": "vl-convert-python"}
     for module, extra in EXTRAS.items():
         names = {req.split("=")[0].split(">")[0].split("<")[0].split("[")[0].strip() for req in extras[extra]}
         assert distribution.get(module, module) in names, (module, extra)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -67,6 +68,7 @@ def _config(tiny_model: Path) -> dict:
                         "max_turn_tokens": TURN_TOKENS,
                         "max_prompt_tokens": PROMPT_TOKENS,
                         "dataset_size": 8,
+                        "report_to": "trackio",
                         "scenarios": [TRAIN_SCENARIO],
                         "seeds": _train_seeds(),
                         "learning_rate": 1e-3,
@@ -162,6 +164,15 @@ def test_train_resume_evaluate_and_aggregate_through_the_workflow(tiny_model, tm
     assert [row["step"] for row in rows if row["superseded"]] == [3], "the killed run's step 3 is superseded"
     assert any((row["reward_std"] or 0) > 0 for row in rows), "at least one group has reward spread"
     assert json.loads((run_dir / "go_no_go.json").read_text())["decision"] in ("PROCEED", "STOP AND DEBUG")
+    # the live Trackio run holds each step once, with the value after the resume
+    with sqlite3.connect(copy / "results" / "train" / "trackio" / "schemashift.db") as conn:
+        logged = list(
+            conn.execute("SELECT step, metrics FROM metrics WHERE run_name = ? ORDER BY step", (RUN,))
+        )
+    assert [step for step, _ in logged] == [1, 2, 3, 4]
+    committed = {row["step"]: row["reward_mean"] for row in rows if not row["superseded"]}
+    for step, metrics in logged:
+        assert json.loads(metrics)["train_verified/reward_mean"] == pytest.approx(committed[step])
 
     from safetensors.numpy import load_file
 

@@ -35,7 +35,10 @@ rule report_config:
         # sorted JSON text: the order of keys in a config file must not rerun the report
         config=lambda w: json.dumps(
             {
-                **{key: config[key] for key in ("rulesets", "models", "train", "report")},
+                **{
+                    key: config[key]
+                    for key in ("rulesets", "models", "train", "report")
+                },
                 "trains_here": PLAN.train_enabled(),
             },
             sort_keys=True,

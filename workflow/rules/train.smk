@@ -45,5 +45,7 @@ rule train:
         code=CODE["train"],
         out=lambda w: f"{RESULTS}/train/{w.run}",
     shell:
+        # a run with report_to: trackio logs live into results/train/trackio (docs/training.md)
+        f"TRACKIO_DIR={RESULTS}/train/trackio "
         "python -m schemashift.cli train --config {input.config} --run {wildcards.run} "
         "--out {params.out} --resume > {log} 2>&1"

@@ -47,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
             shots["report"] = screenshots.shoot(page.as_uri(), out / screenshots.REPORT_FILE)
         if args.trackio:
             project = args.project or TRACKIO_PROJECT
+            if not (Path(args.trackio) / f"{project}.db").is_file():
+                raise CliError(
+                    f"--trackio {args.trackio}: no Trackio project {project} (run `report trackio`)"
+                )
             shots["trackio"] = screenshots.shoot_dashboard(
                 Path(args.trackio), out / screenshots.DASHBOARD_FILE, project
             )
