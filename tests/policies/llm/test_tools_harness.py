@@ -307,3 +307,9 @@ def test_eval_with_the_tools_harness_records_caches_and_resumes(tmp_path: Path, 
         assert "another configuration" in capsys.readouterr().err
     assert all(r["harness"] == "tools" and r["status"] == "graded" and r["success"] for r in first)
     assert all(json.loads(r["generation_config"])["harness"] == "tools" for r in first)
+
+
+def test_an_unknown_harness_is_refused(tmp_path: Path, capsys) -> None:
+    args = ["eval", "--policy", "openai:m", "--base-url", "http://127.0.0.1:9/v1", "--harness", "native"]
+    assert main([*args, "--out", str(tmp_path)]) == 2
+    assert "--harness 'native': choose one of default, legacy, tools" in capsys.readouterr().err
