@@ -94,7 +94,13 @@ def test_the_manifest_expects_the_checkpoint_evaluations(fixture_run: Path) -> N
     assert steps == {(run, step) for run in fixture_results.RUNS for step in fixture_results.STEPS}
     bases = {c["policy"] for c in manifest["cells"] if c["checkpoint_step"] == 0}
     assert bases == {m["policy"] for m in fixture_results.MODELS.values() if m["policy"].startswith("hf:")}
-    missing = [c for c in manifest["cells"] if c["status"] == "missing"]
+    everything_missing = [c for c in manifest["cells"] if c["status"] == "missing"]
+    # Checkpoints and base models are expected through both harnesses; the fixture evaluated
+    # them through the default one only (and the API model, not expected here, through both).
+    through_tools = [c for c in everything_missing if c["harness"] == "tools"]
+    assert {(c["train_run"], c["checkpoint_step"]) for c in through_tools} == steps | {(None, 0)}
+    assert {c["harness"] for c in manifest["cells"] if c["policy"] in bases} == {"default", "tools"}
+    missing = [c for c in everything_missing if c["harness"] != "tools"]
     # Models are expected on every ruleset; the fixture evaluated them on legacy only.
     on_legacy = [c for c in missing if c["ruleset"] == "legacy"]
     assert {
@@ -102,7 +108,7 @@ def test_the_manifest_expects_the_checkpoint_evaluations(fixture_run: Path) -> N
     } == fixture_results.MISSING
     assert len(on_legacy) == len(fixture_results.SEEDS) * fixture_results.SAMPLES
     assert all(c["checkpoint_step"] is not None for c in missing if c["ruleset"] != "legacy")
-    assert manifest["counts"]["missing"] == len(missing)
+    assert manifest["counts"]["missing"] == len(everything_missing)
     assert set(manifest["training"]) == set(fixture_results.RUNS)
     assert manifest["training"]["shaped"]["superseded_rows"] == 10
     assert manifest["training"]["shaped"]["go_no_go"]["decision"] == "PROCEED"

@@ -20,8 +20,6 @@ HELP = "evaluate a model policy (hf:MODEL[@ADAPTER], openai:MODEL) over scenario
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from schemashift.policies.llm.format import HARNESSES
-
     parser.add_argument(
         "--policy", required=True, help="hf:<model id or dir>[@<adapter dir>], openai:<model>, ..."
     )
@@ -36,8 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--harness",
         default="default",
-        choices=HARNESSES,
-        help="how the model acts: default (JSON actions in text), tools (native tool calling), legacy",
+        help="how the model acts: default (JSON actions in its text), tools (native tool calling), legacy",
     )
     parser.add_argument("--run-id", default=None, help="identifier stamped on every row (default: new uuid)")
     parser.add_argument("--config-hash", default=None, help="config digest to stamp (default: of these args)")
@@ -93,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from schemashift.cli.progress import Progress
     from schemashift.env.rulesets import UnknownRuleset, get_ruleset
     from schemashift.policies import UnknownPolicy, make_policy
+    from schemashift.policies.llm.format import HARNESSES
     from schemashift.rollout import io
     from schemashift.rollout.backends import make_backend
     from schemashift.rollout.runner import (
@@ -105,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.batch_size < 1:
         raise CliError(f"--batch-size must be at least 1, got {args.batch_size}")
+    if args.harness not in HARNESSES:
+        raise CliError(f"--harness {args.harness!r}: choose one of {', '.join(HARNESSES)}")
     if not (args.policy.startswith("hf:") or args.policy.startswith("openai:")):
         raise CliError(f"--policy {args.policy!r}: eval plays model policies (hf:..., openai:...); use `run`")
     out = Path(args.out)

@@ -24,7 +24,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from schemashift.env.actions import ACTION_TYPES, SUBOBJECT
-from schemashift.policies.llm.functions import FunctionCall, call_action, function_definitions, read_calls
+from schemashift.policies.llm.functions import (
+    NO_CALL,
+    FunctionCall,
+    call_action,
+    function_definitions,
+    read_calls,
+    unreadable_action,
+)
 from schemashift.policies.llm.parser import TOOL_CALL_BLOCK, legacy_parse, parse_output
 
 FORMAT_VERSION = 1
@@ -515,14 +522,15 @@ def _arguments_text(arguments: Any) -> str:
 def read_turn(
     harness: str, text: str, tools: Sequence[str], drift_kinds: Sequence[str]
 ) -> list[tuple[Any, bool, str]]:
-    """The steps one model turn takes: (action, or the raw text when nothing readable, whether it
+    """The steps one model turn takes: (action, or what stands for an unreadable one, whether it
     was unreadable, the text the step records). One step, except in the tools harness: one per
     call (the first step records the whole turn, the others their call's block), or one invalid
-    step for a turn without a call."""
+    step for a turn without a call (`functions.NO_CALL`, whatever its text holds). Elsewhere an
+    unreadable turn is handed on as its text, which the environment rejects."""
     if harness == "tools":
         calls = read_calls(text)
         if not calls:
-            return [(text, True, text)]
+            return [(unreadable_action(NO_CALL), True, text)]
         return [(*call_action(call), text if k == 0 else call.text) for k, call in enumerate(calls)]
     parsed = (legacy_parse if harness == "legacy" else parse_output)(text, tools, drift_kinds)
     if parsed.action is None:

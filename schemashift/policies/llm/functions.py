@@ -17,8 +17,10 @@ call into what the environment is handed:
   reaches the simulated API, which answers with its own error, as a JSON action naming that
   endpoint would; an unknown tool before the separator is an invalid action naming the tool;
 - any other name: the action type of that name, which the environment rejects as unknown;
-- a block that is not JSON, or arguments that are not a JSON object's text: the unreadable text,
-  which the environment rejects as malformed (`malformed` True: it counts as a parse failure).
+- a block that is not a JSON call, or arguments that are not JSON: an action of an unknown type
+  that names the problem (`unreadable_action`), which the environment rejects with that name (the
+  step counts as a parse failure). Never the unreadable text itself: text that is no call may
+  still be a JSON action, which the environment would play.
 
 No heavy imports: the MCP server and the policies share these definitions.
 """
@@ -212,10 +214,20 @@ def read_calls(text: str) -> list[FunctionCall]:
     return calls
 
 
+def unreadable_action(reason: str) -> dict[str, str]:
+    """An action the environment always rejects, whose unknown type says why: what a harness
+    hands on for output it could not read as a call."""
+    return {"type": reason}
+
+
+#: a tools-harness turn that made no call
+NO_CALL = "no function call (act only by calling the functions)"
+
+
 def call_action(call: FunctionCall) -> tuple[Any, bool]:
     """(what the environment is handed, whether the call was unreadable): see the module text."""
     if call.error is not None:
-        return call.arguments if isinstance(call.arguments, str) else call.text, True
+        return unreadable_action(f"malformed function call: {call.error}"), True
     name, arguments = call.name, call.arguments
     tool, separator, endpoint = name.partition(ENDPOINT_SEPARATOR)
     if separator and name not in META_FUNCTIONS:

@@ -183,7 +183,10 @@ def test_each_call_is_read_and_mapped_as_documented() -> None:
         },
         False,
     )
-    assert mapped[1] == ('{"status": ', True)  # bad JSON arguments: handed on as text, a parse failure
+    # bad JSON arguments: an action of an unknown type naming the problem, a parse failure
+    assert mapped[1][1] and mapped[1][0]["type"].startswith(
+        "malformed function call: the arguments are not JSON"
+    )
     assert mapped[2] == ({"type": "teleport"}, False)  # an unknown function: an unknown action type
     assert mapped[3][0]["tool_call"]["endpoint"] == "retired_endpoint"  # reaches the API, which answers
     assert mapped[4][0]["tool_call"]["tool"] == "bank"  # the environment names the unknown tool
@@ -248,9 +251,9 @@ def test_parallel_calls_bad_arguments_and_unknown_functions_count_as_invalid_act
     assert record["invalid_actions"] == 3  # bad arguments, unknown function, a turn without a call
     assert record["parse_failures"] == 2  # the unreadable arguments and the turn without a call
     assert steps[0]["response"]["status"] == 200
-    assert "malformed action JSON" in steps[1]["feedback"]
+    assert "malformed function call: the arguments are not JSON" in steps[1]["feedback"]
     assert "unknown action type 'teleport'" in steps[2]["feedback"]
-    assert steps[3]["text"] == "I am not sure what to do."
+    assert steps[3]["text"] == "I am not sure what to do." and "no function call" in steps[3]["feedback"]
     assert record["tokens_in"] > 0 and steps[0]["tokens_used"] > 0 and steps[1]["tokens_used"] == 0
     # three requests: the turn of three calls, the turn without one, the last call
     assert len(requests) == 3
@@ -307,3 +310,29 @@ def test_eval_with_the_tools_harness_records_caches_and_resumes(tmp_path: Path, 
         assert "another configuration" in capsys.readouterr().err
     assert all(r["harness"] == "tools" and r["status"] == "graded" and r["success"] for r in first)
     assert all(json.loads(r["generation_config"])["harness"] == "tools" for r in first)
+
+
+def test_an_unknown_harness_is_refused(tmp_path: Path, capsys) -> None:
+    args = ["eval", "--policy", "openai:m", "--base-url", "http://127.0.0.1:9/v1", "--harness", "native"]
+    assert main([*args, "--out", str(tmp_path)]) == 2
+    assert "--harness 'native': choose one of default, legacy, tools" in capsys.readouterr().err
+
+
+def test_a_json_action_written_as_text_is_no_call() -> None:
+    """In the tools harness only calls act: an action written as JSON text (the default harness's
+    form), or a call block without a function name, is an invalid step, never played."""
+    complete = {"type": "complete_task", "complete": {"summary": "done"}}
+    replies = iter(
+        [
+            {"content": action_text(complete)},
+            {"content": f"<tool_call>\n{action_text(complete)}\n</tool_call>"},
+            {"content": None, "tool_calls": [tool_call("complete_task", '{"summary": "done"}')]},
+        ]
+    )
+    with OpenAIServer(lambda body: next(replies)) as server:
+        (result,) = play(server, V1, cells(["v1"], ["customer_lookup"], [0]), "tools")
+    steps = result.trajectory["steps"]
+    assert result.record["steps"] == 3 and result.record["invalid_actions"] == 2
+    assert result.record["parse_failures"] == 2
+    assert "no function call" in steps[0]["feedback"] and "has no function name" in steps[1]["feedback"]
+    assert steps[2]["action"] == complete
