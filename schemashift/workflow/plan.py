@@ -456,17 +456,21 @@ class Plan:
     # --- the container image and the default targets ---------------------------------------------
 
     def image_engine(self) -> str | None:
-        """The engine `env_image` builds with: the one named, or under auto the first of docker
-        and podman on PATH (looked up, never run); None for `none`."""
-        wanted = self.config["containers"]["engine"]
-        if wanted != "auto":
-            return None if wanted == "none" else wanted
-        return next((engine for engine in ("docker", "podman") if shutil.which(engine)), None)
+        """The engine the images are built with: the jobs' engine (schemashift.workflow.containers),
+        or where the jobs run on the host the first of podman and docker on PATH, for an image
+        asked for by name (`snakemake env_image`); None for `none`."""
+        from schemashift.workflow.containers import ENGINES, job_engine
+
+        if self.config["containers"]["engine"] == "none":
+            return None
+        engine, _ = job_engine(self.config["containers"])
+        return engine or next((name for name in ENGINES if shutil.which(name)), None)
 
     def image_is_default(self) -> bool:
-        """The image joins the default targets only where the config names its engine: whether a
-        base image is at hand is the build's business, not the parse's."""
-        return self.config["containers"]["engine"] in ("docker", "podman")
+        """The server image joins the default targets wherever the jobs run in images."""
+        from schemashift.workflow.containers import job_engine
+
+        return job_engine(self.config["containers"])[0] is not None
 
     def default_targets(self) -> list[str]:
         """The aggregated tables, the report and its figures, and the cells (so that a deleted

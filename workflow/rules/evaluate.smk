@@ -30,7 +30,7 @@ rule evaluate_api:
     conda:
         "../../envs/runtime.yaml"
     container:
-        APPTAINER_IMAGE
+        image("runtime")
     params:
         code=CODE["eval"],
         policy=lambda w: PLAN.api_models[w.model]["policy"],
@@ -63,7 +63,7 @@ rule evaluate:
     conda:
         "../../envs/model.yaml"
     container:
-        TRAIN_IMAGE
+        image("model")
     resources:
         gpu=1,
     params:
