@@ -128,10 +128,11 @@ def main(argv: list[str]) -> int:
         watchdog(engine, name, [os.getppid(), snakemake], client.pid)
 
     def stop(signum, frame):
+        # No waiting here: the main thread may be inside client.wait(), whose lock it holds.
         client.kill()
         remove(engine, name)
-        client.wait()
-        finish(128 + signum)
+        os.kill(guard, signal.SIGKILL)
+        os._exit(128 + signum)
 
     def finish(status: int):
         os.kill(guard, signal.SIGKILL)
