@@ -152,7 +152,8 @@ def start_sleeper(tmp_path: Path, runtime: dict) -> subprocess.Popen:
 def seconds_until_no_job_runs(limit: float = 60) -> float:
     started = time.monotonic()
     while running_jobs():
-        assert time.monotonic() - started < limit, f"job containers still run after {limit} s: {running_jobs()}"
+        left = running_jobs()
+        assert time.monotonic() - started < limit, f"job containers still run after {limit} s: {left}"
         time.sleep(0.1)
     return time.monotonic() - started
 
@@ -208,7 +209,7 @@ def test_a_foreign_image_under_our_tag_is_detected_and_does_not_run(runtime, tmp
         assert json.loads(out.read_text())["id"] == runtime["id"]
     finally:
         subprocess.run(["podman", "tag", runtime["id"], tag], check=True)
-        subprocess.run(["podman", "untag", foreign], capture_output=True)
+        subprocess.run(["podman", "untag", runtime["base_image"], foreign], capture_output=True)
     inspected = subprocess.run(
         ["podman", "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True, text=True, check=True
     )

@@ -30,6 +30,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,9 +86,18 @@ def run_command(record: dict, name: str, command: str, workdir: str) -> list[str
     ]
 
 
-def remove(engine: str, name: str) -> None:
+def remove(engine: str, name: str, patience_s: float = 60) -> None:
+    """Kill and remove the container, trying again while the engine is busy (or still creating it)."""
     force = [engine, "rm", "--force", *(["--time", "0"] if engine == "podman" else []), name]
-    subprocess.run(force, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + patience_s
+    while True:
+        subprocess.run(force, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        listed = subprocess.run(
+            [engine, "ps", "--all", "--quiet", "--filter", f"name=^{name}$"], capture_output=True, text=True
+        )
+        if (listed.returncode == 0 and not listed.stdout.strip()) or time.monotonic() > deadline:
+            return
+        time.sleep(0.5)
 
 
 def watchdog(engine: str, name: str, pids: list[int], client: int) -> None:
