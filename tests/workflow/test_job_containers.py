@@ -1,16 +1,15 @@
 """The workflow's jobs in the project's images (workflow/rules/container.smk, job_shell.py).
 
-Needs podman, root and debootstrap (the base image is built here without a registry) and the
-runtime image's wheelhouse; `.ci/run` prepares them (scripts/container-up.sh), and the images
-are reused, not rebuilt, when they are there. Skipped where something is missing, unless
-SCHEMASHIFT_REQUIRE_CONTAINER=1 (CI), where that is a failure.
+Needs podman, root and debootstrap (the `debootstrap_base` fixture: the base is built here
+without a registry) and the runtime image's wheelhouse; `.ci/run` prepares them
+(scripts/container-up.sh), and the images are reused, not rebuilt, when they are there. Skipped
+where something is missing, unless SCHEMASHIFT_REQUIRE_CONTAINER=1 (CI), where that is a failure.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -34,36 +33,20 @@ VOLATILE = {"run_id", "wall_s", "image"}
 PROMPT_S = 10.0
 
 
-def missing_prerequisite() -> str | None:
-    if shutil.which("podman") is None:
-        return "podman is not installed"
-    if os.geteuid() != 0 or shutil.which("debootstrap") is None:
-        return "the debootstrap base image needs root and debootstrap"
-    if tool("snakemake") is None:
-        return "snakemake is not installed"
-    return None
-
-
 @pytest.fixture(scope="module")
-def runtime(tmp_path_factory) -> dict:
+def runtime(tmp_path_factory, debootstrap_base) -> dict:
     """The runtime image's record (built by build_image.py, as the runtime_image rule does)."""
-    reason = missing_prerequisite()
-    if reason:
-        if os.environ.get("SCHEMASHIFT_REQUIRE_CONTAINER") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    if tool("snakemake") is None:
+        pytest.skip("snakemake is not installed")
     out = tmp_path_factory.mktemp("images")
-    python = sys.executable
-    base = [python, str(BUILD), "--engine", "podman", "--debootstrap", "--out", str(out / "base.json")]
-    runtime = [
-        *[python, str(BUILD), "--engine", "podman", "--image", "runtime"],
+    command = [
+        *[sys.executable, str(BUILD), "--engine", "podman", "--image", "runtime"],
         *["--dockerfile", str(REPO / "containers" / "runtime.Dockerfile")],
-        *["--base-image", str(out / "base.json"), "--out", str(out / "runtime.json")],
+        *["--base-image", debootstrap_base["id"], "--out", str(out / "runtime.json")],
         *["--job-shell", str(out / "runtime.job-shell")],
     ]
-    for command in (base, runtime):
-        result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
-        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     record = json.loads((out / "runtime.json").read_text())
     record["job_shell"] = str(out / "runtime.job-shell")
     return record
