@@ -455,22 +455,30 @@ class Plan:
 
     # --- the container image and the default targets ---------------------------------------------
 
+    @cached_property
+    def job_engine(self) -> tuple[str | None, str]:
+        """(engine, why): podman or docker where the jobs run in the project's images, None where
+        they run on the host (schemashift.workflow.containers; auto's verdict is kept in environ)."""
+        from collections.abc import MutableMapping
+
+        from schemashift.workflow.containers import job_engine
+
+        keep = self.environ if isinstance(self.environ, MutableMapping) else dict(self.environ)
+        return job_engine(self.config["containers"], keep)
+
     def image_engine(self) -> str | None:
-        """The engine the images are built with: the jobs' engine (schemashift.workflow.containers),
-        or where the jobs run on the host the first of podman and docker on PATH, for an image
-        asked for by name (`snakemake env_image`); None for `none`."""
-        from schemashift.workflow.containers import ENGINES, job_engine
+        """The engine the images are built with: the jobs' engine, or where the jobs run on the
+        host the first of podman and docker on PATH, for an image asked for by name (`snakemake
+        env_image`); None for `none`."""
+        from schemashift.workflow.containers import ENGINES
 
         if self.config["containers"]["engine"] == "none":
             return None
-        engine, _ = job_engine(self.config["containers"])
-        return engine or next((name for name in ENGINES if shutil.which(name)), None)
+        return self.job_engine[0] or next((name for name in ENGINES if shutil.which(name)), None)
 
     def image_is_default(self) -> bool:
         """The server image joins the default targets wherever the jobs run in images."""
-        from schemashift.workflow.containers import job_engine
-
-        return job_engine(self.config["containers"])[0] is not None
+        return self.job_engine[0] is not None
 
     def default_targets(self) -> list[str]:
         """The aggregated tables, the report and its figures, and the cells (so that a deleted

@@ -18,7 +18,7 @@ import os
 
 from snakemake.settings.types import DeploymentMethod
 
-from schemashift.workflow.containers import DEBOOTSTRAP, job_engine
+from schemashift.workflow.containers import DEBOOTSTRAP
 
 CONTAINERS = config["containers"]
 IMAGES = f"{RESULTS}/containers"
@@ -26,7 +26,7 @@ UNDER_APPTAINER = (
     DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
 )
 # The engine the jobs run under and the images are built with (None: the host, or apptainer).
-JOB_ENGINE = None if UNDER_APPTAINER else job_engine(CONTAINERS)[0]
+JOB_ENGINE = None if UNDER_APPTAINER else PLAN.job_engine[0]
 # What each image's rule is given as its base: the debootstrap base's record, or an image name.
 BASE = (
     f"{IMAGES}/base.image.json"
