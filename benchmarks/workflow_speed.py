@@ -30,7 +30,7 @@ Jobs in containers (with --containers; needs podman and the images of scripts/co
    the medians over the number of jobs.
 
 The embedded default runs where main.sh would run it: in the images where podman or docker
-answers (the copy shares this checkout's wheelhouse), else on the host.
+answers (the copy shares this checkout's runtime wheelhouse), else on the host.
 
 Targets: per cell at most 0.4 s (goal 0.2 s) on 2 cores, no-op rerun at most 2 s, one changed
 shard plus the aggregation at most 5 s; the grid's Snakemake run at most 3x the time of `run`
@@ -421,9 +421,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         copy_repo(bench.copy, args.repo.resolve())
-        wheels = args.repo.resolve() / "containers" / "wheels"
+        # The runtime image's wheelhouse is its whole build context: shared, it is not downloaded
+        # again (the server image's context is the repository, which a link cannot leave).
+        wheels = args.repo.resolve() / "containers" / "wheels" / "runtime"
         if wheels.is_dir():
-            (bench.copy / "containers" / "wheels").symlink_to(wheels)
+            (bench.copy / "containers" / "wheels").mkdir(parents=True, exist_ok=True)
+            (bench.copy / "containers" / "wheels" / "runtime").symlink_to(wheels)
         load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
         print(
             f"workflow speed: snakemake --cores {args.cores} on {args.repo}; {os.cpu_count()} CPUs here, "

@@ -17,7 +17,7 @@ AUTO = {"engine": "auto", "base_image": "debootstrap"}
 
 
 def fake_tools(monkeypatch, tmp_path: Path, answering: dict[str, int]) -> None:
-    """PATH holds only the named tools; an engine's `info` exits with the given status."""
+    """PATH holds only the named tools; an engine exits with the given status."""
     for name, status in answering.items():
         tool = tmp_path / name
         tool.write_text(f"#!/bin/sh\necho '{name} says {status}' >&2\nexit {status}\n")
@@ -44,7 +44,7 @@ def test_auto_takes_the_first_engine_that_answers(monkeypatch, tmp_path: Path) -
         ({"debootstrap": 0}, True, "neither podman nor docker is installed"),
         ({"podman": 0}, True, "debootstrap, which builds the base image here, is not installed"),
         ({"podman": 0, "debootstrap": 0}, False, "the debootstrap base image needs root"),
-        ({"podman": 125, "debootstrap": 0}, True, "`podman info` failed (podman says 125)"),
+        ({"podman": 125, "debootstrap": 0}, True, "`podman images` failed (podman says 125)"),
     ],
 )
 def test_auto_falls_back_to_the_host_and_says_why(monkeypatch, tmp_path, tools, root, reason) -> None:

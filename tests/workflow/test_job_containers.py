@@ -64,9 +64,10 @@ def running_jobs() -> list[str]:
 
 def workflow_copy(tmp_path: Path, engine: str) -> Path:
     """A copy of the repository whose test config runs its jobs under `engine`; the copy shares
-    the checkout's wheelhouse (the digest, and so the image, is the same)."""
+    the checkout's runtime wheelhouse (the digest, and so the image, is the same)."""
     copy = copy_repo(tmp_path / f"repo-{engine}")
-    (copy / "containers" / "wheels").symlink_to(REPO / "containers" / "wheels")
+    (copy / "containers" / "wheels").mkdir(parents=True)
+    (copy / "containers" / "wheels" / "runtime").symlink_to(REPO / "containers" / "wheels" / "runtime")
     config = yaml.safe_load((copy / "tests" / "workflow" / "config.yaml").read_text())
     config["containers"].update(engine=engine, base_image="debootstrap")
     (copy / "tests" / "workflow" / "config.yaml").write_text(yaml.safe_dump(config))
