@@ -23,12 +23,21 @@ An evaluation grid (skipped with --no-grid)
    grid (the median of three);
 6. a 100,008-cell grid (seeds 0-2777): `snakemake -n` only.
 
+Jobs in containers (with --containers; needs podman and the images of scripts/container-up.sh)
+7. the legacy ruleset's baseline shards of the embedded default, rerun (`--forcerun baseline
+   --until baseline`, `--cores 1`) on the host (containers.engine none) and in the runtime image
+   (podman), alternating, three rounds each: the per-job container overhead is the difference of
+   the medians over the number of jobs.
+
+The embedded default runs where main.sh would run it: in the images where podman or docker
+answers (the copy shares this checkout's runtime wheelhouse), else on the host.
+
 Targets: per cell at most 0.4 s (goal 0.2 s) on 2 cores, no-op rerun at most 2 s, one changed
 shard plus the aggregation at most 5 s; the grid's Snakemake run at most 3x the time of `run`
 plus 20 s and its planning at most 5 s; the 100,000-cell grid plans in at most 10 s. Absolute
 figures depend on the machine and its load. Run from an environment with the `workflow` extra:
 
-    python benchmarks/workflow_speed.py [--cores 2] [--keep] [--repo CHECKOUT] [--no-grid]
+    python benchmarks/workflow_speed.py [--cores 2] [--keep] [--repo CHECKOUT] [--no-grid] [--containers]
 
 `--repo` times another checkout (say a `git worktree add /tmp/wf-base main`) with this script,
 so that two versions are compared side by side.
@@ -338,6 +347,60 @@ def grid(bench: Bench) -> None:
     )
 
 
+ENGINES = ("none", "podman")
+RERUN_BASELINES = ("--forcerun", "baseline", "--until", "baseline")
+
+
+def container_overhead(bench: Bench, rounds: int = 3) -> None:
+    """Per-job cost of running the baseline jobs in the runtime image instead of on the host."""
+
+    def legacy_under(engine: str):
+        def change(config) -> None:
+            config["rulesets"] = ["legacy"]
+            config["evaluation"] = {"legacy": config["evaluation"]["legacy"]}
+            config["containers"]["engine"] = engine
+
+        return change
+
+    configs = {
+        engine: bench.config(f"containers-{engine}.yaml", legacy_under(engine))
+        for engine in ("none", "podman")
+    }
+    # the images' rules first (reused where container-up.sh built them), untimed
+    seconds, output, status = bench.run(configfile(configs["podman"]), "--until", "baseline")
+    if status != 0:
+        bench.ok = False
+        print(f"containers: the first run in the images failed:\n{output[-3000:]}")
+        return
+    print(f"containers: images ready and a first run in them: {seconds:.1f} s")
+    times: dict[str, list[float]] = {"none": [], "podman": []}
+    jobs = 0
+    for _ in range(rounds):
+        for engine in ENGINES:
+            args = [
+                "--cores",
+                "1",
+                configfile(configs[engine]),
+                "--forcerun",
+                "baseline",
+                "--until",
+                "baseline",
+            ]
+            seconds, output, status = bench.command([bench.snakemake, *args])
+            counts = job_counts(output)
+            bench.check(status == 0 and counts.get("baseline", 0) > 0)
+            jobs = counts.get("baseline", 0)
+            times[engine].append(seconds)
+    host, boxed = statistics.median(times["none"]), statistics.median(times["podman"])
+    per_job = (boxed - host) / jobs if jobs else float("nan")
+    print(
+        f"containers: {jobs} baseline jobs, --cores 1, median of {rounds}: host {host:.1f} s, "
+        f"runtime image {boxed:.1f} s ({boxed / host:.2f}x): +{per_job:.2f} s per job"
+    )
+    print(f"            host runs {', '.join(f'{t:.1f}' for t in times['none'])} s; "
+          f"image runs {', '.join(f'{t:.1f}' for t in times['podman'])} s")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--cores", type=int, default=2, help="snakemake --cores (default: %(default)s)")
@@ -345,6 +408,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strict", action="store_true", help="exit 1 when a figure exceeds its limit")
     parser.add_argument("--repo", type=Path, default=REPO, help="checkout to time (default: this one)")
     parser.add_argument("--no-grid", action="store_true", help="time the embedded default only")
+    parser.add_argument(
+        "--containers", action="store_true", help="also the per-job overhead of the jobs in containers"
+    )
+    parser.add_argument("--containers-only", action="store_true", help="only the container overhead")
     args = parser.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="schemashift-workflow-speed-"))
@@ -354,12 +421,23 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         copy_repo(bench.copy, args.repo.resolve())
+        # The runtime image's wheelhouse is its whole build context: shared, it is not downloaded
+        # again (the server image's context is the repository, which a link cannot leave).
+        wheels = args.repo.resolve() / "containers" / "wheels" / "runtime"
+        if wheels.is_dir():
+            (bench.copy / "containers" / "wheels").mkdir(parents=True, exist_ok=True)
+            (bench.copy / "containers" / "wheels" / "runtime").symlink_to(wheels)
         load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
         print(
             f"workflow speed: snakemake --cores {args.cores} on {args.repo}; {os.cpu_count()} CPUs here, "
             f"load average {load}"
         )
+        if args.containers_only:
+            container_overhead(bench)
+            return 0 if bench.ok else 1
         embedded_default(bench)
+        if args.containers:
+            container_overhead(bench)
         if not args.no_grid:
             shutil.rmtree(bench.copy / "results", ignore_errors=True)
             grid(bench)

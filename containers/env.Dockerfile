@@ -1,6 +1,6 @@
 # The SchemaShift environment server: `schemashift serve` on port 8000 (WebSocket /ws, HTTP, MCP).
 #
-# Build context: the repository root, with the wheelhouse made by `python containers/wheelhouse.py`
+# Build context: the repository root, with the wheelhouse made by `python containers/wheelhouse.py --image server`
 # (the build installs from it only, so it needs no registry):
 #   podman build --format docker -f containers/env.Dockerfile \
 #       --build-arg BASE_IMAGE=localhost/debian-python:bookworm -t schemashift-env .
@@ -23,7 +23,7 @@ ENV VIRTUAL_ENV=/opt/venv \
     SCHEMASHIFT_SESSION_TIMEOUT_S=600
 
 # Both supported bases (python:3.11-slim, a debootstrap Debian with python3-venv) have python3.
-COPY containers/wheels/ /wheels/
+COPY containers/wheels/server/ /wheels/
 RUN python3 -m venv "$VIRTUAL_ENV" \
     && pip install --no-cache-dir --no-index --find-links /wheels -r /wheels/requirements.txt \
     && pip install --no-cache-dir --no-index --find-links /wheels --no-deps -r /wheels/requirements-nodeps.txt \

@@ -4,11 +4,16 @@
 #   podman build -f containers/train.Dockerfile --build-arg STACK=vllm -t schemashift-train:vllm .
 #   podman save schemashift-train:vllm -o schemashift-train.tar      # apptainer: docker-archive://
 #
-# The train rule runs in it with `--sdm apptainer --apptainer-args "--nv"` (see docs/training.md).
+# The workflow's train_image rule builds it (tagged localhost/schemashift-train:<stack>-<digest>)
+# where containers.model_image is train; the train and evaluate rules run in it under podman or
+# docker (with the GPUs), or with `--sdm apptainer --apptainer-args "--nv"` (see docs/training.md).
 ARG CUDA_IMAGE=nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04
 FROM ${CUDA_IMAGE}
 
 ARG STACK=vllm
+# The tag the image is built under: jobs stamp it on their records (the `image` column).
+ARG IMAGE_TAG
+ENV SCHEMASHIFT_IMAGE=${IMAGE_TAG}
 ENV DEBIAN_FRONTEND=noninteractive \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \

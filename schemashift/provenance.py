@@ -1,4 +1,5 @@
-"""Provenance stamped on every result row: git commit of the code, digest of the config."""
+"""Provenance stamped on every result row: git commit of the code, digest of the config, the
+container image the row was made in."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from pathlib import Path
 from typing import Any
 
 GIT_SHA_ENV = "SCHEMASHIFT_GIT_SHA"
+#: set by the project's images (containers/*.Dockerfile) to the tag they were built under
+IMAGE_ENV = "SCHEMASHIFT_IMAGE"
+#: the image of a row made outside the project's images
+HOST = "host"
 
 
 def config_hash(config: Any) -> str:
@@ -47,3 +52,9 @@ def git_sha() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{sha}-dirty" if dirty else sha
+
+
+def image() -> str:
+    """The project image this process runs in (the tag the image sets in SCHEMASHIFT_IMAGE), or
+    "host" outside them."""
+    return os.environ.get(IMAGE_ENV) or HOST

@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# Prepare a Debian machine, as root, for the container tests (tests/server/test_container.py):
-# podman with runc and the ulimits this kind of host accepts, a Debian base image made with
-# debootstrap from this machine's own apt mirror (no registry needed), and the wheelhouse the
-# server image installs from. Idempotent: what is already there is kept.
+# Prepare a Debian or Ubuntu machine, as root, to run the workflow's jobs in the project's images
+# (and the container tests): podman with runc and the ulimits this kind of host accepts, the
+# images' Debian base made with debootstrap from this machine's own apt mirror (no registry
+# needed), the images' wheelhouses, and the runtime image every CPU job runs in. The workflow's
+# image rules then find the images built and reuse them. Idempotent: what is there is kept.
+#
+# --if-possible (scripts/main.sh): where this cannot be done (not root, no apt-get), do nothing
+# and succeed; the workflow then runs its jobs on the host and says why in one line.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-base=localhost/debian-python:bookworm
+if [[ "${1:-}" == "--if-possible" ]]; then
+    if [[ $EUID -ne 0 ]] || ! command -v apt-get >/dev/null; then
+        exit 0
+    fi
+fi
 if ! command -v podman >/dev/null || ! command -v runc >/dev/null || ! command -v debootstrap >/dev/null; then
-    apt-get update
-    DEBIAN_FRONTEND=noninteractive apt-get install -y podman runc debootstrap
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap >/dev/null
 fi
 if [[ ! -f /etc/containers/containers.conf ]]; then
     mkdir -p /etc/containers
@@ -21,10 +29,14 @@ runtime = "runc"
 default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
 CONF
 fi
-if ! podman image exists "$base"; then
-    # build_image.py reads the Debian mirror from this machine's apt sources.
-    python3 workflow/scripts/build_image.py --engine podman --debootstrap --tag "$base" \
-        --out .venv/base.image.json
-fi
 bash scripts/bootstrap.sh
-.venv/bin/python containers/wheelhouse.py
+records=.venv/images
+mkdir -p "$records"
+build=(.venv/bin/python workflow/scripts/build_image.py --engine podman)
+"${build[@]}" --debootstrap --out "$records/base.image.json" > "$records/base.log" 2>&1 \
+    || { tail -n 20 "$records/base.log"; exit 1; }
+.venv/bin/python containers/wheelhouse.py > "$records/wheelhouse.log" 2>&1 \
+    || { tail -n 20 "$records/wheelhouse.log"; exit 1; }
+"${build[@]}" --image runtime --dockerfile containers/runtime.Dockerfile \
+    --base-image "$records/base.image.json" --out "$records/runtime.image.json" > "$records/runtime.log" 2>&1 \
+    || { tail -n 20 "$records/runtime.log"; exit 1; }

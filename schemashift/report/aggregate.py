@@ -211,7 +211,7 @@ def manifest(
         },
         "sources": {
             column: _distinct(episodes, column)
-            for column in ("env_version", "ruleset_version", "git_sha", "config_hash")
+            for column in ("env_version", "ruleset_version", "git_sha", "config_hash", "image")
         },
         "cells": cells,
         "counts": count_statuses(cells),

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
-RECORD_SCHEMA_VERSION = 1
+RECORD_SCHEMA_VERSION = 2
 
 #: schema metadata keys (Parquet files carry them in their footer)
 VERSION_KEY = "schemashift.record_version"
@@ -67,6 +67,12 @@ _SEED = ("seed", "int64", "Seed the task instance was drawn with.")
 _SAMPLE_INDEX = ("sample_index", "int32", "Index of the sample when a (scenario, seed) is run repeatedly.")
 _CONFIG_HASH = ("config_hash", "string", "Digest of the resolved run configuration.")
 _GIT_SHA = ("git_sha", "string", "Commit of the code that wrote the row.")
+_IMAGE = (
+    "image",
+    "string",
+    "Container image the row was made in: the project image's tag (`localhost/schemashift-<name>:<digest>`, "
+    "the digest of what it holds), or `host` outside the project's images.",
+)
 
 EPISODE_COLUMNS = _columns(
     _RECORD_VERSION,
@@ -124,6 +130,7 @@ EPISODE_COLUMNS = _columns(
     ("generation_config", "string", "Sampling configuration of a model policy, as JSON text."),
     _CONFIG_HASH,
     _GIT_SHA,
+    _IMAGE,
 )
 
 DRIFT_COLUMNS = _columns(
@@ -181,6 +188,7 @@ TRAINING_METRICS_COLUMNS = _columns(
     ("superseded", "bool", "True when a resumed run rewrote this step; readers keep the latest."),
     _CONFIG_HASH,
     _GIT_SHA,
+    _IMAGE,
 )
 
 #: table name (as written into schema metadata) -> its columns

@@ -49,6 +49,7 @@ class SweepContext:
     generation_config: str | None = None
     config_hash: str | None = None
     git_sha: str | None = None
+    image: str | None = None
 
 
 @dataclass
@@ -147,6 +148,7 @@ class EpisodeRecorder:
             "generation_config": context.generation_config,
             "config_hash": context.config_hash,
             "git_sha": context.git_sha,
+            "image": context.image,
         }
         trajectory = {
             **identity,
@@ -182,6 +184,7 @@ class EpisodeRecorder:
             "generation_config": context.generation_config,
             "config_hash": context.config_hash,
             "git_sha": context.git_sha,
+            "image": context.image,
         }
         drift_keys = {
             k: identity[k]

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from schemashift import provenance
 from schemashift.lineage import GO_NO_GO_FILE, GO_NO_GO_STEP, go_no_go
 from schemashift.rollout.io import atomic_write, write_json
 
@@ -59,7 +60,7 @@ class MetricsLog:
         return marked
 
     def append(self, row: Mapping[str, Any]) -> None:
-        record = {"train_run": self.train_run, "superseded": False, **row}
+        record = {"train_run": self.train_run, "superseded": False, "image": provenance.image(), **row}
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with self.path.open("a") as handle:
             handle.write(json.dumps(record, sort_keys=True) + "\n")

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from schemashift import provenance
 from schemashift.lineage import RUN_INDEX, run_index
 from schemashift.rollout.io import write_json
 from schemashift.train import backends as stacks
@@ -278,6 +279,7 @@ def train(
         base_model=run.base_model,
         config_hash=config_hash,
         git_sha=git_sha,
+        image=provenance.image(),
     )
     rollout = ClosedLoopRollout(
         tokenizer,

@@ -570,18 +570,30 @@ class Plan:
 
     # --- the container image and the default targets ---------------------------------------------
 
+    @cached_property
+    def job_engine(self) -> tuple[str | None, str]:
+        """(engine, why): podman or docker where the jobs run in the project's images, None where
+        they run on the host (schemashift.workflow.containers; auto's verdict is kept in environ)."""
+        from collections.abc import MutableMapping
+
+        from schemashift.workflow.containers import job_engine
+
+        keep = self.environ if isinstance(self.environ, MutableMapping) else dict(self.environ)
+        return job_engine(self.config["containers"], keep)
+
     def image_engine(self) -> str | None:
-        """The engine `env_image` builds with: the one named, or under auto the first of docker
-        and podman on PATH (looked up, never run); None for `none`."""
-        wanted = self.config["containers"]["engine"]
-        if wanted != "auto":
-            return None if wanted == "none" else wanted
-        return next((engine for engine in ("docker", "podman") if shutil.which(engine)), None)
+        """The engine the images are built with: the jobs' engine, or where the jobs run on the
+        host the first of podman and docker on PATH, for an image asked for by name (`snakemake
+        env_image`); None for `none`."""
+        from schemashift.workflow.containers import ENGINES
+
+        if self.config["containers"]["engine"] == "none":
+            return None
+        return self.job_engine[0] or next((name for name in ENGINES if shutil.which(name)), None)
 
     def image_is_default(self) -> bool:
-        """The image joins the default targets only where the config names its engine: whether a
-        base image is at hand is the build's business, not the parse's."""
-        return self.config["containers"]["engine"] in ("docker", "podman")
+        """The server image joins the default targets wherever the jobs run in images."""
+        return self.job_engine[0] is not None
 
     def trackio_db(self) -> str:
         """The dashboard's Trackio project, exported from results/ (`report trackio`)."""

@@ -163,6 +163,10 @@ def test_main_sh_runs_the_workflow_on_its_embedded_default(sandbox: tuple[Path, 
     _fake_snakemake(repo, 0)
     assert _run(repo, env, "scripts/main.sh", "-n").returncode == 0
     assert [line for line in _log(env) if line.startswith("snakemake")] == ["snakemake --cores all -n"]
+    log = _log(env)
+    # the engine and images where the machine allows, then one line on where the jobs run
+    where = log.index("python -m schemashift.workflow.containers config.yaml")
+    assert log.index("scripts/container-up.sh") < where < log.index("snakemake --cores all -n")
 
 
 def test_main_sh_returns_the_workflow_status(sandbox: tuple[Path, dict[str, str]]) -> None:

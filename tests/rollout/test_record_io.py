@@ -55,11 +55,12 @@ def test_parquet_round_trip_keeps_rows_and_schema_metadata(tmp_path: Path) -> No
     io.write_parquet(path, records.to_table(rows, records.EPISODE_COLUMNS))
     read = io.read_parquet_rows(path)
     assert [(r["seed"], r["score"], r["success"], r["record_version"]) for r in read] == [
-        (1, 0.5, True, 1),
-        (2, None, None, 1),
+        (1, 0.5, True, records.RECORD_SCHEMA_VERSION),
+        (2, None, None, records.RECORD_SCHEMA_VERSION),
     ]
     assert set(read[0]) == {c.name for c in records.EPISODE_COLUMNS}
-    assert pq.read_schema(path).metadata[b"schemashift.record_version"] == b"1"
+    version = pq.read_schema(path).metadata[b"schemashift.record_version"]
+    assert version == str(records.RECORD_SCHEMA_VERSION).encode()
 
 
 def test_new_files_get_umask_permissions(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ shaped_total:float64 binary:float64 cumulative_reward:float64 training_reward:fl
 catastrophe:bool invalid_actions:int32 drifts_discovered:int32 drifts_recovered:int32 steps_to_recover:float64
 deprecated_calls:int32 steps:int32 max_steps:int32 final_action:string tool_calls:int32 failed_calls:int32
 parse_failures:int32 drifts_fired:int32 drifts_detected:int32 tokens_in:int64 tokens_out:int64 wall_s:float64
-generation_config:string config_hash:string git_sha:string
+generation_config:string config_hash:string git_sha:string image:string
 """
 DRIFT_SPEC = """
 record_version:int32 run_id:string train_run:string ruleset:string policy:string checkpoint_step:int64
@@ -46,7 +46,7 @@ reward_max:float64 reward_completion:float64 reward_drift_detection:float64 rewa
 reward_efficiency:float64 reward_success:float64 reward_shaping:float64 loss:float64 kl:float64
 grad_norm:float64 learning_rate:float64 completion_tokens:float64 tool_calls_per_episode:float64
 seconds_per_step:float64 peak_gpu_mem_gb:float64 gpu_type:string gpu_count:int32 superseded:bool
-config_hash:string git_sha:string
+config_hash:string git_sha:string image:string
 """
 SPECS = {
     "episodes": (EPISODE_COLUMNS, EPISODE_SPEC),
@@ -68,7 +68,7 @@ ARROW = {
 
 
 def test_schema_version_is_one() -> None:
-    assert RECORD_SCHEMA_VERSION == 1
+    assert RECORD_SCHEMA_VERSION == 2
 
 
 @pytest.mark.parametrize("table", sorted(SPECS))
@@ -93,7 +93,7 @@ def test_schema_functions_build_the_declared_schema_with_version_metadata(table:
     assert schema.names == [c.name for c in columns]
     assert [f.type for f in schema] == [ARROW[c.type] for c in columns]
     assert all(f.nullable for f in schema)
-    assert schema.metadata[b"schemashift.record_version"] == b"1"
+    assert schema.metadata[b"schemashift.record_version"] == b"2"
     assert schema.metadata[b"schemashift.table"] == table.encode()
     assert schema.field(columns[1].name).metadata[b"description"] == columns[1].doc.encode()
 
@@ -162,9 +162,9 @@ def test_integers_are_accepted_as_floats_and_nan_is_kept() -> None:
 
 
 def test_a_record_version_other_than_the_current_one_is_rejected() -> None:
-    assert to_table([{"record_version": 1}], EPISODE_COLUMNS).column("record_version").to_pylist() == [1]
-    with pytest.raises(ValueError, match="record_version 2 differs from 1"):
-        to_table([{"record_version": 2}], EPISODE_COLUMNS)
+    assert to_table([{"record_version": 2}], EPISODE_COLUMNS).column("record_version").to_pylist() == [2]
+    with pytest.raises(ValueError, match="record_version 1 differs from 2"):
+        to_table([{"record_version": 1}], EPISODE_COLUMNS)
 
 
 def test_a_row_that_is_not_a_mapping_is_rejected() -> None:
@@ -222,7 +222,7 @@ _ROWS = st.fixed_dictionaries(
 def test_valid_rows_round_trip_through_arrow(rows: list[dict[str, object]]) -> None:
     table = to_table(rows, TRAINING_METRICS_COLUMNS)
     expected = [
-        {"record_version": 1, **{c.name: row.get(c.name) for c in TRAINING_METRICS_COLUMNS[1:]}}
+        {"record_version": 2, **{c.name: row.get(c.name) for c in TRAINING_METRICS_COLUMNS[1:]}}
         for row in rows
     ]
     assert table.to_pylist() == expected

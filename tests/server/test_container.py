@@ -1,15 +1,13 @@
 """The server image: built with podman from containers/env.Dockerfile, started, and played against.
 
-Needs podman and a base image (`SCHEMASHIFT_BASE_IMAGE`, default the debootstrap base
-`localhost/debian-python:bookworm` that `.ci/run` builds) and an index for the wheelhouse. Skipped
-where they are missing, unless SCHEMASHIFT_REQUIRE_CONTAINER=1 (CI), where that is a failure.
+Needs podman and the images' debootstrap base (the `debootstrap_base` fixture; `.ci/run` builds it
+beforehand) and an index for the wheelhouse. Skipped where they are missing, unless
+SCHEMASHIFT_REQUIRE_CONTAINER=1 (CI), where that is a failure.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import time
@@ -25,32 +23,19 @@ from schemashift.rollout.backends import InProcessBackend, RemoteBackend
 from schemashift.rollout.runner import Cell, SweepContext, play_episode
 
 REPO = Path(__file__).resolve().parents[2]
-BASE_IMAGE = os.environ.get("SCHEMASHIFT_BASE_IMAGE", "localhost/debian-python:bookworm")
 TAG = "localhost/schemashift-env:test"
 STARTUP_LIMIT_S = 5.0
 
 pytestmark = [pytest.mark.container, pytest.mark.slow]
 
 
-def missing_prerequisite() -> str | None:
-    if shutil.which("podman") is None:
-        return "podman is not installed"
-    if subprocess.run(["podman", "image", "exists", BASE_IMAGE]).returncode != 0:
-        return f"base image {BASE_IMAGE} is missing (build it: see .ci/run)"
-    return None
-
-
 @pytest.fixture(scope="module")
-def image(tmp_path_factory) -> str:
-    reason = missing_prerequisite()
-    if reason:
-        if os.environ.get("SCHEMASHIFT_REQUIRE_CONTAINER") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+def image(tmp_path_factory, debootstrap_base) -> str:
     record = tmp_path_factory.mktemp("image") / "image.json"
     build = [
         sys.executable, str(REPO / "workflow/scripts/build_image.py"), "--engine", "podman",
-        "--dockerfile", "containers/env.Dockerfile", "--base-image", BASE_IMAGE, "--context", str(REPO),
+        "--dockerfile", "containers/env.Dockerfile", "--base-image", debootstrap_base["id"],
+        "--context", str(REPO),
         "--wheelhouse", "--tag", TAG, "--out", str(record),
     ]  # fmt: skip
     result = subprocess.run(build, cwd=REPO, capture_output=True, text=True, timeout=900)

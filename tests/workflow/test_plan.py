@@ -212,12 +212,21 @@ def test_training_auto_follows_the_gpu_and_the_census_expects_runs_unless_disabl
     assert Plan(config, environ={}).model_cells() == []
 
 
-def test_the_image_is_a_default_target_only_where_its_engine_is_named():
+def test_the_server_image_is_a_default_target_wherever_the_jobs_run_in_images():
+    from schemashift.workflow.containers import VERDICT_ENV
+
     config = with_defaults(load(TEST_CONFIG))
-    for engine, default in (("auto", False), ("none", False), ("podman", True)):
+    # auto's verdict as the probe would have kept it (tests/workflow/test_container_engine.py)
+    for engine, verdict, default in (
+        ("none", None, False),
+        ("podman", None, True),
+        ("auto", "host:neither podman nor docker is installed", False),
+        ("auto", "podman:podman answers", True),
+    ):
         config["containers"]["engine"] = engine
-        targets = Plan(config, environ={}).default_targets()
-        assert ("results/containers/env.image.json" in targets) is default, engine
+        environ = {VERDICT_ENV: verdict} if verdict else {}
+        targets = Plan(config, environ=environ).default_targets()
+        assert ("results/containers/env.image.json" in targets) is default, (engine, verdict)
 
 
 def test_importing_the_workflow_module_is_light():

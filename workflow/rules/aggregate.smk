@@ -67,7 +67,7 @@ rule aggregate:
     conda:
         "../../envs/runtime.yaml"
     container:
-        APPTAINER_IMAGE
+        image("runtime")
     params:
         code=CODE["aggregate"],
         config_hash=CONFIG_HASH,

@@ -22,7 +22,7 @@ rule baseline:
     conda:
         "../../envs/runtime.yaml"
     container:
-        APPTAINER_IMAGE
+        image("runtime")
     params:
         # the policy's own code: editing one policy reruns only its shards
         code=lambda w: CODE[f"cells/{w.policy}"],

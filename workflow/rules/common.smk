@@ -31,10 +31,6 @@ RESULTS = PLAN.results
 # Stamped on the aggregated tables and the manifest. Cells stamp a digest of their own
 # arguments instead, so that adding a seed does not rerun the cells that exist.
 CONFIG_HASH = config_hash(config)
-# The image the rules run in under `--sdm apptainer`, if configured (see containers/README.md),
-# and the training image the GPU rules run in.
-APPTAINER_IMAGE = config["containers"].get("apptainer_image")
-TRAIN_IMAGE = config["containers"].get("train_image")
 # Each rule's code: the package modules its job imports (schemashift/workflow/digests.py).
 GRAPH = digests.import_graph(REPO, REPO / ".snakemake" / "schemashift-imports.json")
 CODE = {

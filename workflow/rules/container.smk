@@ -1,42 +1,165 @@
-"""The environment's container image (containers/env.Dockerfile), built with docker or podman.
+"""The project's images, built by the DAG, and the image every job that runs project code runs in.
 
-`env_image` joins the default targets only where `containers.engine` names docker or podman;
-under `auto` it builds with the first of them on PATH when asked for (`snakemake env_image`). `base_image` builds a local Debian base with debootstrap
-for podman machines that cannot pull from a registry.
+A rule declares its image with one line, `container: image("runtime")` (the CPU jobs) or
+`container: image("model")` (the rules that load models: the runtime image, or the GPU training
+image where `containers.model_image` is train). Then:
+- under podman or docker (`containers.engine`, schemashift/workflow/containers.py),
+  `run_jobs_in_images()` (the Snakefile's last line) gives each such rule the image's job shell
+  as Snakemake's `shell_exec` resource (workflow/scripts/job_shell.py) and the image's record as
+  an input named `image` (ancient: rebuilding the same image reruns nothing), so the image is
+  built before its first job;
+- under `--sdm apptainer` (clusters), Snakemake runs the `container:` image itself: the SIF file
+  of `containers.apptainer_image` or `containers.train_image`;
+- otherwise the jobs run on the host.
+Image-building rules and `run:` rules stay on the host. Rules refer to their inputs by name.
 """
 
+import os
 
-rule env_image:
-    input:
-        dockerfile="containers/env.Dockerfile",
-    output:
-        f"{RESULTS}/containers/env.image.json",
-    log:
-        f"{RESULTS}/logs/env_image.log",
-    conda:
-        "../../envs/runtime.yaml"
-    params:
-        engine=lambda w: PLAN.image_engine() or config["containers"]["engine"],
-        base_image=config["containers"]["base_image"],
-        code=CODE["server"],
-        script=workflow.source_path("../scripts/build_image.py"),
-        context=workflow.basedir,
-    shell:
-        "python {params.script} --engine {params.engine} "
-        "--dockerfile {input.dockerfile} --base-image {params.base_image} --context {params.context} --wheelhouse "
-        "--tag schemashift-env:{params.code} --out {output} > {log} 2>&1"
+from snakemake.settings.types import DeploymentMethod
+
+from schemashift.workflow.containers import DEBOOTSTRAP
+
+CONTAINERS = config["containers"]
+IMAGES = f"{RESULTS}/containers"
+UNDER_APPTAINER = (
+    DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
+)
+# The engine the jobs run under and the images are built with (None: the host, or apptainer).
+JOB_ENGINE = None if UNDER_APPTAINER else PLAN.job_engine[0]
+# What each image's rule is given as its base: the debootstrap base's record, or an image name.
+BASE = (
+    f"{IMAGES}/base.image.json"
+    if CONTAINERS["base_image"] == DEBOOTSTRAP
+    else CONTAINERS["base_image"]
+)
+# Run from the checkout (it finds containers/ and the job shell beside itself), not from a copy.
+BUILD_IMAGE = f"{REPO}/workflow/scripts/build_image.py"
+APPTAINER_FILES = {
+    "runtime": CONTAINERS["apptainer_image"],
+    "train": CONTAINERS["train_image"],
+}
+
+
+class DeclaredImage(str):
+    """A rule's `container:` value: the SIF file Snakemake uses under --sdm apptainer, which
+    also names the project image the rule's jobs run in under podman or docker."""
+
+    def __new__(cls, name: str):
+        declared = super().__new__(cls, APPTAINER_FILES[name] or f"schemashift-{name}")
+        declared.image = name
+        return declared
+
+
+def image(role: str):
+    """The `container:` value of a rule whose jobs run in the `runtime` or the `model` image."""
+    if role not in ("runtime", "model"):
+        raise ValueError(f"image({role!r}): a rule's image is runtime or model")
+    name = CONTAINERS["model_image"] if role == "model" else role
+    # Without a SIF file apptainer has nothing to run: the rule runs as it would on the host.
+    if UNDER_APPTAINER and not APPTAINER_FILES[name]:
+        return None
+    return DeclaredImage(name)
+
+
+def job_shell(name: str) -> str:
+    return f"{IMAGES}/{name}.job-shell"
+
+
+def run_jobs_in_images() -> None:
+    """Every rule that declares an image runs its jobs in it under the job engine (see above)."""
+    if JOB_ENGINE is None:
+        return
+    for declared in workflow.rules:
+        name = getattr(declared.container_img, "image", None)
+        if name is None:
+            continue
+        # Snakemake applies a rule's path modifier while it adds inputs; one without inputs has none.
+        if declared.input_modifier is None:
+            declared.input_modifier = workflow.modifier.path_modifier
+        declared.set_input(image=ancient(job_shell(name)))
+        if "shell_exec" not in declared.resources:
+            declared.resources["shell_exec"] = os.path.abspath(job_shell(name))
+
+
+# Images are built into the machine's own image store: never on a cluster node.
+localrules:
+    base_image,
+    runtime_image,
+    train_image,
+    env_image,
 
 
 rule base_image:
     output:
-        f"{RESULTS}/containers/base.image.json",
+        f"{IMAGES}/base.image.json",
     log:
-        f"{RESULTS}/logs/base_image.log",
-    conda:
-        "../../envs/runtime.yaml"
+        f"{RESULTS}/logs/containers/base_image.log",
     params:
-        tag="localhost/debian-python:bookworm",
-        script=workflow.source_path("../scripts/build_image.py"),
+        engine=JOB_ENGINE or "podman",
+        script=BUILD_IMAGE,
     shell:
-        "python {params.script} --engine podman --debootstrap "
-        "--tag {params.tag} --out {output} > {log} 2>&1"
+        "python {params.script} --engine {params.engine} --debootstrap --out {output} > {log} 2>&1"
+
+
+rule runtime_image:
+    input:
+        dockerfile="containers/runtime.Dockerfile",
+        # the list of what each image installs, and the extras it lists
+        wheelhouse="containers/wheelhouse.py",
+        pyproject="pyproject.toml",
+        base=[BASE] if BASE.endswith(".json") else [],
+    output:
+        record=f"{IMAGES}/runtime.image.json",
+        shell=job_shell("runtime"),
+    log:
+        f"{RESULTS}/logs/containers/runtime_image.log",
+    params:
+        engine=JOB_ENGINE or PLAN.image_engine(),
+        base=BASE,
+        script=BUILD_IMAGE,
+    shell:
+        "python {params.script} --engine {params.engine} --image runtime --dockerfile {input.dockerfile} "
+        "--base-image {params.base} --out {output.record} --job-shell {output.shell} > {log} 2>&1"
+
+
+# The GPU stack on a CUDA base (containers/train.Dockerfile); only where containers.model_image is train.
+rule train_image:
+    input:
+        dockerfile="containers/train.Dockerfile",
+        pyproject="pyproject.toml",
+    output:
+        record=f"{IMAGES}/train.image.json",
+        shell=job_shell("train"),
+    log:
+        f"{RESULTS}/logs/containers/train_image.log",
+    params:
+        engine=JOB_ENGINE or PLAN.image_engine(),
+        stack=CONTAINERS["train_stack"],
+        script=BUILD_IMAGE,
+        context=workflow.basedir,
+    shell:
+        "python {params.script} --engine {params.engine} --image train --stack {params.stack} "
+        "--dockerfile {input.dockerfile} --context {params.context} "
+        "--out {output.record} --job-shell {output.shell} > {log} 2>&1"
+
+
+# The environment server's image (containers/env.Dockerfile, docs/server.md).
+rule env_image:
+    input:
+        dockerfile="containers/env.Dockerfile",
+        base=[BASE] if BASE.endswith(".json") else [],
+    output:
+        f"{IMAGES}/env.image.json",
+    log:
+        f"{RESULTS}/logs/containers/env_image.log",
+    params:
+        engine=JOB_ENGINE or PLAN.image_engine(),
+        base=BASE,
+        code=CODE["server"],
+        script=BUILD_IMAGE,
+        context=workflow.basedir,
+    shell:
+        "python {params.script} --engine {params.engine} "
+        "--dockerfile {input.dockerfile} --base-image {params.base} --context {params.context} --wheelhouse "
+        "--tag localhost/schemashift-env:{params.code} --out {output} > {log} 2>&1"

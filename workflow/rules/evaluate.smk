@@ -33,7 +33,7 @@ rule evaluate_api:
     conda:
         "../../envs/runtime.yaml"
     container:
-        APPTAINER_IMAGE
+        image("runtime")
     params:
         code=CODE["eval"],
         policy=lambda w: PLAN.subject(f"api/{w.model}").policy,
@@ -67,7 +67,7 @@ rule evaluate:
     conda:
         "../../envs/model.yaml"
     container:
-        TRAIN_IMAGE
+        image("model")
     resources:
         gpu=1,
     params:

@@ -37,7 +37,7 @@ rule tables:
     conda:
         "../../envs/runtime.yaml"
     container:
-        APPTAINER_IMAGE
+        image("runtime")
     params:
         code=CODE["tables"],
         out=lambda w, output: Path(output.index).parent,
@@ -63,7 +63,7 @@ rule figures:
     conda:
         "../../envs/runtime.yaml"
     container:
-        APPTAINER_IMAGE
+        image("runtime")
     params:
         code=CODE["figures"],
         out=lambda w, output: Path(output.captions).parent,
@@ -86,7 +86,7 @@ rule report_html:
     conda:
         "../../envs/runtime.yaml"
     container:
-        APPTAINER_IMAGE
+        image("runtime")
     params:
         code=CODE["html"],
         tables=lambda w, input: Path(input.tables).parent,

@@ -37,7 +37,7 @@ rule train:
     conda:
         "../../envs/train-vllm.yaml"
     container:
-        TRAIN_IMAGE
+        image("model")
     threads: 4
     resources:
         gpu=1,

@@ -152,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
         generation_config=policy.generation_config(),
         config_hash=digest,
         git_sha=provenance.git_sha(),
+        image=provenance.image(),
     )
     progress_dir = out / "progress"
     _remove_leftovers(out, progress_dir)

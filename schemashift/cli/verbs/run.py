@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         policy=args.policy,
         config_hash=args.config_hash or provenance.config_hash(settings),
         git_sha=provenance.git_sha(),
+        image=provenance.image(),
     )
     try:
         with Progress(len(cell_list), label=f"{args.policy} on {ruleset.name}") as progress:
