@@ -16,7 +16,7 @@ rule tiny_model:
     conda:
         "../../envs/model.yaml"
     container:
-        TRAIN_IMAGE
+        image("model")
     threads: 1
     params:
         code=CODE["tiny_model"],

@@ -113,7 +113,7 @@ rule trackio:
     conda:
         "../../envs/runtime.yaml"
     container:
-        APPTAINER_IMAGE
+        image("runtime")
     params:
         code=CODE["trackio"],
         figures=lambda w, input: Path(input.captions).parent,
@@ -131,6 +131,8 @@ localrules:
     screenshots,
 
 
+# On the host: it drives the host's browser (the rule is a target only where one is on PATH),
+# which the runtime image does not hold.
 rule screenshots:
     input:
         report=rules.report_html.output[0],
