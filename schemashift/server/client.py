@@ -72,7 +72,7 @@ class SchemaShiftEnv(EnvClient[SchemaShiftAction, SchemaShiftObservation, Schema
         assert ws is not None
         try:
             raw = await asyncio.wait_for(ws.recv(decode=False), timeout=self._message_timeout)
-        except (asyncio.TimeoutError, asyncio.CancelledError):
+        except (TimeoutError, asyncio.CancelledError):
             self._ws = None
             self._ws_loop = None
             self._schedule_socket_close(ws)

@@ -207,7 +207,7 @@ def test_the_openenv_client_drops_a_connection_whose_reply_came_too_late():
         async with serve(answer, "127.0.0.1", 0) as server:
             port = server.sockets[0].getsockname()[1]
             async with SchemaShiftEnv(base_url=f"ws://127.0.0.1:{port}", message_timeout_s=0.2) as env:
-                with pytest.raises(asyncio.TimeoutError):
+                with pytest.raises(TimeoutError):
                     await env.reset(seed=1)
                 result = await env.reset(seed=2)
                 assert result.observation.view == {"seed": 2}
