@@ -42,9 +42,11 @@ class SchemaShiftEnv(EnvClient[SchemaShiftAction, SchemaShiftObservation, Schema
         return await super()._reset_async(**kwargs)
 
     def _step_payload(self, action: SchemaShiftAction | dict[str, Any]) -> dict[str, Any]:
-        if isinstance(action, SchemaShiftAction):
-            return action.model_dump(exclude_none=True, exclude_defaults=True)
-        return SchemaShiftAction.model_validate(action).model_dump(exclude_none=True, exclude_defaults=True)
+        # The fields the action was given, so the server rebuilds the same action: `raw` given
+        # as a JSON null is an action (one the environment refuses), not a missing field.
+        if not isinstance(action, SchemaShiftAction):
+            action = SchemaShiftAction.model_validate(action)
+        return action.model_dump(exclude_unset=True)
 
     def _parse_result(self, payload: dict[str, Any]) -> StepResult[SchemaShiftObservation]:
         fields = {

@@ -157,6 +157,8 @@ def test_sync_and_async_openenv_clients_play_an_episode(server_url):
         assert result.observation.view["task_id"] == scenario and not result.done
         with pytest.raises(InvalidAction, match="unknown action type"):
             env.step(SchemaShiftAction(type="teleport"))
+        with pytest.raises(InvalidAction, match="must be a JSON object, got NoneType"):
+            env.step(SchemaShiftAction(raw=None))  # a policy's output that was JSON null
         for action in plan:
             result = env.step(SchemaShiftAction.model_validate(action))
             if result.done:
