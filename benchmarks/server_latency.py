@@ -7,8 +7,9 @@ the transport's floor.
 
 - Step latency: policy_aware_heuristic episodes over the legacy scenarios, recorded in-process
   and replayed (the client decides nothing, like the echo client); each `step()` call is timed.
-  Rounds of the two servers alternate, so both see the same machine conditions. Target: our
-  mean within 1.5x of the echo environment's.
+  Rounds of the two servers alternate, so both see the same machine conditions. Target (issue
+  17): our mean within 1.2x of the echo environment's. On a machine shared with other jobs the
+  ratio of the medians (p50) and the paired rounds' median are the steadier figures.
 - Throughput: `--sessions` (8) concurrent sessions, one client thread each, for `--seconds`
   each server; steps per second, the resets between episodes counted in the time but not as steps
   (the echo driver resets as often: the recorded episodes' lengths). Target: ours at least 0.7x
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-LATENCY_TARGET = 1.5
+LATENCY_TARGET = 1.2
 THROUGHPUT_TARGET = 0.7
 
 
@@ -351,6 +352,7 @@ def main() -> int:
     verdict = "ok" if ratio <= LATENCY_TARGET else "MISSED"
     print(f"  ratio schemashift/echo (mean) {ratio:.2f}x (target <= {LATENCY_TARGET}x: {verdict})")
     print(f"  median of the {args.rounds} paired rounds' ratios {statistics.median(round_ratios):.2f}x")
+    print(f"  ratio of the medians (p50) {ours['p50'] / echo['p50']:.2f}x")
     print(f"  in-process step (same episodes, no transport) {inprocess:.1f} us")
     steps = {name: len(values) for name, values in samples.items()}
     for name, (server_s, client_s) in cpu.items():

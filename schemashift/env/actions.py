@@ -135,7 +135,10 @@ def holds_lone_surrogate(text: str | bytes, value: Any) -> bool:
     """Whether `value`, decoded from the JSON `text`, holds a string with a lone UTF-16 surrogate
     (which no UTF-8 record or reply can carry); a scan of `text` spares the re-encoding when it
     shows no surrogate at all."""
-    if not (_SURROGATE_BYTES if isinstance(text, bytes) else _SURROGATE).search(text):
+    binary = isinstance(text, bytes)
+    if text.isascii() and (b"\\u" if binary else "\\u") not in text:
+        return False  # the usual case, told at C speed: no surrogate, nor an escape of one
+    if not (_SURROGATE_BYTES if binary else _SURROGATE).search(text):
         return False
     try:
         json.dumps(value, ensure_ascii=False).encode("utf-8")

@@ -43,11 +43,14 @@ class ViewEncoder:
         frame: dict[str, Any] = {"set": changed}
         if shifted:
             frame["shift"] = shifted
+        keys = list(view)
+        if keys == list(previous):  # the usual case: the same keys in the same order
+            return frame
         gone = [key for key in previous if key not in view]
         if gone:
             frame["drop"] = gone
-        if list(view) != [key for key in previous if key in view] + [k for k in view if k not in previous]:
-            frame["order"] = list(view)
+        if keys != [key for key in previous if key in view] + [k for k in view if k not in previous]:
+            frame["order"] = keys
         return frame
 
 
@@ -64,20 +67,17 @@ class ViewDecoder:
             previous = self.previous
             if previous is None:
                 raise ValueError("an observation delta arrived before any full observation")
-            changed, shifted = frame.get("set", {}), frame.get("shift", {})
-            gone = set(frame.get("drop", ()))
-            order = frame.get("order") or [k for k in previous if k not in gone] + [
-                k for k in changed if k not in previous
-            ]
-            view = {}
-            for key in order:
-                if key in changed:
-                    view[key] = changed[key]
-                elif key in shifted:
-                    dropped, appended = shifted[key]
-                    view[key] = previous[key][dropped:] + appended
-                else:
-                    view[key] = previous[key]
+            # The previous keys in their places, less the dropped ones; new keys at the end in
+            # the order they were set; or the order the frame gives.
+            view = dict(previous)
+            for key in frame.get("drop", ()):
+                view.pop(key, None)
+            view.update(frame.get("set", {}))
+            for key, (dropped, appended) in frame.get("shift", {}).items():
+                view[key] = previous[key][dropped:] + appended
+            order = frame.get("order")
+            if order:
+                view = {key: view[key] for key in order}
         self.previous = view
         return view
 

@@ -134,7 +134,7 @@ class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftOb
     def _observation(self, view, done, reward, breakdown, outcome) -> SchemaShiftObservation:
         # Built by the environment from trusted values: no validation pass.
         encoder = self._encoder
-        return SchemaShiftObservation.model_construct(
+        return ServedObservation.model_construct(
             view={} if encoder else view,
             view_delta=encoder.encode(view) if encoder else None,
             done=done,
@@ -199,6 +199,23 @@ class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftOb
     def _check_open(self) -> None:
         if self._closed_reason is not None:
             raise RequestError("SessionClosed", f"{self._closed_reason}; open a new session", 410)
+
+
+class ServedObservation(SchemaShiftObservation):
+    """An observation as the environment hands it to OpenEnv, which turns it into a reply with
+    `model_dump()` and then serialises that dict to JSON.
+
+    Its values are what the environment just built: the core's views and breakdowns (read-only
+    by contract, see `StepPipeline`) and fresh dicts. pydantic's python-mode dump would deep-copy
+    every container of them first, which cost the server more than the step itself; a plain
+    dump here hands them on as they are, so a reply is serialised once, straight to JSON, before
+    the session's next step. Any other dump (JSON mode, include, aliases, ...) is pydantic's."""
+
+    def model_dump(self, *, mode: str = "python", exclude: Any = None, **options: Any) -> dict[str, Any]:
+        if mode != "python" or options or not isinstance(exclude, (set, frozenset, type(None))):
+            return super().model_dump(mode=mode, exclude=exclude, **options)
+        excluded = exclude or ()
+        return {name: value for name, value in self.__dict__.items() if name not in excluded}
 
 
 def scalar_reward(breakdown: dict[str, Any]) -> float | None:

@@ -157,6 +157,8 @@ def test_sync_and_async_openenv_clients_play_an_episode(server_url):
         assert result.observation.view["task_id"] == scenario and not result.done
         with pytest.raises(InvalidAction, match="unknown action type"):
             env.step(SchemaShiftAction(type="teleport"))
+        with pytest.raises(InvalidAction, match="must be a JSON object, got NoneType"):
+            env.step(SchemaShiftAction(raw=None))  # a policy's output that was JSON null
         for action in plan:
             result = env.step(SchemaShiftAction.model_validate(action))
             if result.done:
@@ -181,3 +183,36 @@ def test_sync_and_async_openenv_clients_play_an_episode(server_url):
             break
     assert sync_summary == async_summary == json.loads(json.dumps(backend.outcome()["summary"]))
     assert reward == breakdown["score"]
+
+
+@pytest.mark.timeout(30)
+def test_the_openenv_client_drops_a_connection_whose_reply_came_too_late():
+    """A reply that misses the message timeout may still arrive; the client must not take it for
+    the answer to its next request. A server that answers a reset with seed 1 late and any other
+    at once: the next reset gets its own reply, over a new connection."""
+    from websockets.asyncio.server import serve
+
+    from schemashift.server.client import SchemaShiftEnv
+
+    connections = []
+
+    async def answer(websocket):
+        connections.append(websocket)
+        async for text in websocket:
+            seed = json.loads(text)["data"].get("seed")
+            if seed == 1:
+                await asyncio.sleep(0.6)
+            reply = {"type": "observation", "data": {"observation": {"view": {"seed": seed}}, "done": False}}
+            await websocket.send(json.dumps(reply))
+
+    async def play():
+        async with serve(answer, "127.0.0.1", 0) as server:
+            port = server.sockets[0].getsockname()[1]
+            async with SchemaShiftEnv(base_url=f"ws://127.0.0.1:{port}", message_timeout_s=0.2) as env:
+                with pytest.raises(TimeoutError):
+                    await env.reset(seed=1)
+                result = await env.reset(seed=2)
+                assert result.observation.view == {"seed": 2}
+        assert len(connections) == 2
+
+    asyncio.run(play())
