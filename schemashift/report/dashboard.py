@@ -171,17 +171,25 @@ def references(a: Analysis, ruleset: str) -> list[dict[str, Any]]:
     for subject in a.ran(ruleset):
         if a.kinds.get(subject) not in ("rule", "model"):
             continue
-        entry: dict[str, Any] = {"subject": subject, "kind": a.kinds[subject]}
-        for metric in METRICS:
-            stat = a.stat(ruleset, subject, metric, OVERALL)
-            entry |= {
-                metric: _number(stat.mean),
-                f"{metric}_ci_low": _number(stat.ci_low),
-                f"{metric}_ci_high": _number(stat.ci_high),
-            }
+        entry = {"subject": subject, "kind": a.kinds[subject], **overall_numbers(a, ruleset, subject)}
         entry["n"] = a.stat(ruleset, subject, "score", OVERALL).n
         out.append(entry)
     return out
+
+
+def overall_numbers(a: Analysis, ruleset: str, subject: str, provisional: bool = False) -> dict[str, Any]:
+    """A subject's overall score and success with their intervals (and provisional flags)."""
+    numbers: dict[str, Any] = {}
+    for metric in METRICS:
+        stat = a.stat(ruleset, subject, metric, OVERALL)
+        numbers |= {
+            metric: _number(stat.mean),
+            f"{metric}_ci_low": _number(stat.ci_low),
+            f"{metric}_ci_high": _number(stat.ci_high),
+        }
+        if provisional:
+            numbers[f"{metric}_provisional"] = stat.provisional
+    return numbers
 
 
 def learning_rows(a: Analysis, run: TrainingRun, ruleset: str) -> list[dict[str, Any]]:
@@ -190,16 +198,8 @@ def learning_rows(a: Analysis, run: TrainingRun, ruleset: str) -> list[dict[str,
     for step, subject in a.checkpoints(run):
         if subject is None or subject not in a.ran(ruleset):
             continue
-        entry: dict[str, Any] = {"step": step, "subject": subject}
-        for metric in METRICS:
-            stat = a.stat(ruleset, subject, metric, OVERALL)
-            entry |= {
-                metric: _number(stat.mean),
-                f"{metric}_ci_low": _number(stat.ci_low),
-                f"{metric}_ci_high": _number(stat.ci_high),
-                f"{metric}_provisional": stat.provisional,
-            }
-        out.append(entry)
+        numbers = overall_numbers(a, ruleset, subject, provisional=True)
+        out.append({"step": step, "subject": subject, **numbers})
     return out
 
 

@@ -186,6 +186,7 @@ def test_baselines_are_references_and_provenance_is_in_the_config(project: Path)
     shaped = configs["shaped"]
     assert shaped["_Group"] == "legacy/legacy_cumulative" and configs["binary"]["_Group"] == "legacy/binary"
     baselines = {"naive_heuristic", "oracle", "policy_aware_heuristic", "openai:gpt-4o-mini"}
+    baselines.add("openai:gpt-4o-mini+tools")  # the API model through each harness it played
     assert set(shaped["references"]) == baselines
     assert shaped["provenance"]["config_hash"] == CONFIG_HASH
     assert shaped["provenance"]["run_index"]["train_run"] == "shaped"
