@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import sys
 from collections.abc import Callable, Iterable
 from itertools import accumulate, repeat
 from operator import sub
@@ -106,6 +107,25 @@ SESSION_METHODS_REFUSED = (
 )
 #: close code of a WebSocket closed for idling (4000 + HTTP's 408)
 IDLE_CLOSE_CODE = 4408
+
+
+def parses_to_an_object(text: str | bytes, path: str) -> bool:
+    """Whether OpenEnv's own parse of a WebSocket message, checked for depth already, can only
+    give an object or fail with the JSONDecodeError it answers itself (INVALID_JSON), so that
+    the guard need not parse the message too. True for ASCII text that opens an object, holds
+    no \\u escape and, on a session route, no 'session', and is no longer than the digits
+    Python parses in an integer (4,300): no integer it refuses, no surrogate, no session method
+    or session_id (none can be spelled without these characters). That is the usual step;
+    anything else is parsed and checked here."""
+    digits = sys.get_int_max_str_digits()
+    return (
+        isinstance(text, str)
+        and (not digits or len(text) <= digits)
+        and text.isascii()
+        and "\\u" not in text
+        and (path not in SESSION_ROUTES or "session" not in text)
+        and text.lstrip(" \t\n\r").startswith("{")
+    )
 
 
 def attaches(scope: dict) -> bool:
@@ -238,6 +258,8 @@ class WireLimits:
             return self._too_large(len(raw))
         if too_deep(raw, self.max_depth):
             return f"message nested more than {self.max_depth} levels deep", "INVALID_JSON", 400
+        if websocket and parses_to_an_object(data, path):
+            return None  # OpenEnv parses it; a second parse here would find nothing more
         if not websocket and not raw.strip():
             return None
         try:

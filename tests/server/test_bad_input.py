@@ -43,6 +43,8 @@ def reset(data) -> str:
 WS_CASES = [
     ("malformed JSON", [], '{"type": "reset", "data": {', "INVALID_JSON", "Invalid JSON"),
     ("not an object", [], "[1, 2, 3]", "INVALID_JSON", "JSON object"),
+    ("not an object, after whitespace", [], " \n\t[1]", "INVALID_JSON", "JSON object"),
+    ("an object, then more", [], '{"type": "state"} [', "INVALID_JSON", "Invalid JSON"),
     ("binary garbage", [], b"\xff\xfe\x00", "INVALID_JSON", "not UTF-8"),
     ("unknown message type", [], json.dumps({"type": "dance"}), "UNKNOWN_TYPE", "dance"),
     ("wrong type of action type", ["reset"], step({"type": 5}), "VALIDATION_ERROR", ""),

@@ -87,6 +87,14 @@ def test_a_connection_cannot_close_or_name_another_session():
         ):
             reply = attacker.send("mcp", rpc)
             assert reply["type"] == "error" and reply["data"]["code"] == "SESSION_ERROR"
+        # The same, spelled with JSON escapes, so that the text never says "session".
+        for text in (
+            '{"type": "mcp", "data": {"jsonrpc": "2.0", "id": 4, "method": "openenv/\\u0073ession/create"}}',
+            '{"type": "mcp", "data": {"jsonrpc": "2.0", "id": 5, "method": "tools/list", '
+            '"params": {"\\u0073ession_id": "v"}}}',
+        ):
+            reply = attacker.send_raw(text)
+            assert reply["type"] == "error" and reply["data"]["code"] == "SESSION_ERROR", text
         # Both sessions go on: the refusals were error frames, not closed connections.
         assert attacker.send("reset", {"scenario": SCENARIO})["type"] == "observation"
         reply = victim.send("step", {"type": "complete_task", "complete": {"summary": "x"}})
