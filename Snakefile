@@ -14,6 +14,7 @@ if not workflow.config_settings.configfiles:
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/images.smk"
 include: "workflow/rules/container.smk"
 include: "workflow/rules/baselines.smk"
 include: "workflow/rules/models.smk"

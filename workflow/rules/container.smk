@@ -1,85 +1,6 @@
-"""The project's images, built by the DAG, and the image every job that runs project code runs in.
-
-A rule declares its image with one line, `container: image("runtime")` (the CPU jobs) or
-`container: image("model")` (the rules that load models: the runtime image, or the GPU training
-image where `containers.model_image` is train). Then:
-- under podman or docker (`containers.engine`, schemashift/workflow/containers.py),
-  `run_jobs_in_images()` (the Snakefile's last line) gives each such rule the image's job shell
-  as Snakemake's `shell_exec` resource (workflow/scripts/job_shell.py) and the image's record as
-  an input named `image` (ancient: rebuilding the same image reruns nothing), so the image is
-  built before its first job;
-- under `--sdm apptainer` (clusters), Snakemake runs the `container:` image itself: the SIF file
-  of `containers.apptainer_image` or `containers.train_image`;
-- otherwise the jobs run on the host.
-Image-building rules and `run:` rules stay on the host. Rules refer to their inputs by name.
-"""
-
-import os
-
-from snakemake.settings.types import DeploymentMethod
-
-from schemashift.workflow.containers import DEBOOTSTRAP
-
-CONTAINERS = config["containers"]
-IMAGES = f"{RESULTS}/containers"
-UNDER_APPTAINER = (
-    DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
-)
-# The engine the jobs run under and the images are built with (None: the host, or apptainer).
-JOB_ENGINE = None if UNDER_APPTAINER else PLAN.job_engine[0]
-# What each image's rule is given as its base: the debootstrap base's record, or an image name.
-BASE = (
-    f"{IMAGES}/base.image.json"
-    if CONTAINERS["base_image"] == DEBOOTSTRAP
-    else CONTAINERS["base_image"]
-)
-# Run from the checkout (it finds containers/ and the job shell beside itself), not from a copy.
-BUILD_IMAGE = f"{REPO}/workflow/scripts/build_image.py"
-APPTAINER_FILES = {
-    "runtime": CONTAINERS["apptainer_image"],
-    "train": CONTAINERS["train_image"],
-}
-
-
-class DeclaredImage(str):
-    """A rule's `container:` value: the SIF file Snakemake uses under --sdm apptainer, which
-    also names the project image the rule's jobs run in under podman or docker."""
-
-    def __new__(cls, name: str):
-        declared = super().__new__(cls, APPTAINER_FILES[name] or f"schemashift-{name}")
-        declared.image = name
-        return declared
-
-
-def image(role: str):
-    """The `container:` value of a rule whose jobs run in the `runtime` or the `model` image."""
-    if role not in ("runtime", "model"):
-        raise ValueError(f"image({role!r}): a rule's image is runtime or model")
-    name = CONTAINERS["model_image"] if role == "model" else role
-    # Without a SIF file apptainer has nothing to run: the rule runs as it would on the host.
-    if UNDER_APPTAINER and not APPTAINER_FILES[name]:
-        return None
-    return DeclaredImage(name)
-
-
-def job_shell(name: str) -> str:
-    return f"{IMAGES}/{name}.job-shell"
-
-
-def run_jobs_in_images() -> None:
-    """Every rule that declares an image runs its jobs in it under the job engine (see above)."""
-    if JOB_ENGINE is None:
-        return
-    for declared in workflow.rules:
-        name = getattr(declared.container_img, "image", None)
-        if name is None:
-            continue
-        # Snakemake applies a rule's path modifier while it adds inputs; one without inputs has none.
-        if declared.input_modifier is None:
-            declared.input_modifier = workflow.modifier.path_modifier
-        declared.set_input(image=ancient(job_shell(name)))
-        if "shell_exec" not in declared.resources:
-            declared.resources["shell_exec"] = os.path.abspath(job_shell(name))
+"""The project's images, built by the DAG from a local base (workflow/rules/images.smk says which
+image each rule runs in, and how). Every input is named from the checkout (REPO), so that a run
+with another working directory (--directory) finds them."""
 
 
 # Images are built into the machine's own image store: never on a cluster node.
@@ -95,6 +16,8 @@ rule base_image:
         f"{IMAGES}/base.image.json",
     log:
         f"{RESULTS}/logs/containers/base_image.log",
+    conda:
+        "../../envs/runtime.yaml"
     params:
         engine=JOB_ENGINE or "podman",
         script=BUILD_IMAGE,
@@ -104,16 +27,18 @@ rule base_image:
 
 rule runtime_image:
     input:
-        dockerfile="containers/runtime.Dockerfile",
+        dockerfile=f"{REPO}/containers/runtime.Dockerfile",
         # the list of what each image installs, and the extras it lists
-        wheelhouse="containers/wheelhouse.py",
-        pyproject="pyproject.toml",
+        wheelhouse=f"{REPO}/containers/wheelhouse.py",
+        pyproject=f"{REPO}/pyproject.toml",
         base=[BASE] if BASE.endswith(".json") else [],
     output:
         record=f"{IMAGES}/runtime.image.json",
         shell=job_shell("runtime"),
     log:
         f"{RESULTS}/logs/containers/runtime_image.log",
+    conda:
+        "../../envs/runtime.yaml"
     params:
         engine=JOB_ENGINE or PLAN.image_engine(),
         base=BASE,
@@ -126,18 +51,20 @@ rule runtime_image:
 # The GPU stack on a CUDA base (containers/train.Dockerfile); only where containers.model_image is train.
 rule train_image:
     input:
-        dockerfile="containers/train.Dockerfile",
-        pyproject="pyproject.toml",
+        dockerfile=f"{REPO}/containers/train.Dockerfile",
+        pyproject=f"{REPO}/pyproject.toml",
     output:
         record=f"{IMAGES}/train.image.json",
         shell=job_shell("train"),
     log:
         f"{RESULTS}/logs/containers/train_image.log",
+    conda:
+        "../../envs/runtime.yaml"
     params:
         engine=JOB_ENGINE or PLAN.image_engine(),
         stack=CONTAINERS["train_stack"],
         script=BUILD_IMAGE,
-        context=workflow.basedir,
+        context=lambda w, input: Path(input.dockerfile).parents[1],
     shell:
         "python {params.script} --engine {params.engine} --image train --stack {params.stack} "
         "--dockerfile {input.dockerfile} --context {params.context} "
@@ -147,18 +74,20 @@ rule train_image:
 # The environment server's image (containers/env.Dockerfile, docs/server.md).
 rule env_image:
     input:
-        dockerfile="containers/env.Dockerfile",
+        dockerfile=f"{REPO}/containers/env.Dockerfile",
         base=[BASE] if BASE.endswith(".json") else [],
     output:
         f"{IMAGES}/env.image.json",
     log:
         f"{RESULTS}/logs/containers/env_image.log",
+    conda:
+        "../../envs/runtime.yaml"
     params:
         engine=JOB_ENGINE or PLAN.image_engine(),
         base=BASE,
         code=CODE["server"],
         script=BUILD_IMAGE,
-        context=workflow.basedir,
+        context=lambda w, input: Path(input.dockerfile).parents[1],
     shell:
         "python {params.script} --engine {params.engine} "
         "--dockerfile {input.dockerfile} --base-image {params.base} --context {params.context} --wheelhouse "
