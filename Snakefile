@@ -31,5 +31,5 @@ rule all:
         PLAN.evaluation_targets(),
 
 
-# Last, once every rule exists: the rules that declare an image run their jobs in it (container.smk).
+# Last, once every rule exists: the rules that declare an image run their jobs in it (images.smk).
 run_jobs_in_images()
