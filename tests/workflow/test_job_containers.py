@@ -1,4 +1,4 @@
-"""The workflow's jobs in the project's images (workflow/rules/container.smk, job_shell.py).
+"""The workflow's jobs in the project's images (workflow/rules/images.smk and container.smk, job_shell.py).
 
 Needs podman, root and debootstrap (the `debootstrap_base` fixture: the base is built here
 without a registry) and the runtime image's wheelhouse; `.ci/run` prepares them
@@ -102,7 +102,7 @@ def test_records_made_in_the_image_equal_the_hosts_and_name_the_image(runtime, t
     assert images == {runtime["tag"]} and runtime["tag"].startswith("localhost/schemashift-runtime:")
 
 
-# A workflow of one long job through the job shell, as container.smk sets it up.
+# A workflow of one long job through the job shell, as images.smk sets it up.
 SLEEPER = """
 rule sleeper:
     output: "slept"
