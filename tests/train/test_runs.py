@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from schemashift.env.rulesets import get_ruleset
 from schemashift.train.runs import (
@@ -239,3 +242,18 @@ def test_repeat_names_round_trip():
     for run in ("run1", "a.b", "x.rep", "r.repx"):
         for repeat in (1, 2, 10):
             assert split_repeat(repeat_name(run, repeat)) == (run, repeat)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True).filter(
+        lambda name: re.search(r"\.rep[0-9]+$", name) is None
+    ),
+    st.integers(1, 10_000),
+)
+def test_every_run_name_the_schema_allows_and_every_repeat_round_trip(run, repeat):
+    """Any folder-safe run name the config schema accepts (none ends in .rep<n>) and any repeat:
+    the repeat's name splits back into exactly that run and repeat, and no other run's."""
+    name = repeat_name(run, repeat)
+    assert split_repeat(name) == (run, repeat)
+    assert (name == run) is (repeat == 1)
