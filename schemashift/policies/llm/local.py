@@ -165,6 +165,12 @@ class LocalModel:
             from peft import PeftModel
 
             network = PeftModel.from_pretrained(network, adapter)
+            # Nothing here trains the adapter: in float32 its merged weights compute the same
+            # model without the adapter's extra matrix products in every layer (a CPU
+            # evaluation of the default's checkpoints ran about 20% faster, identical records).
+            # In 16-bit the merged sum would be rounded, so it stays an adapter there.
+            if dtype == "float32":
+                network = network.merge_and_unload()
         self.network = network.to(self.device).eval()
         self.max_new_tokens, self.temperature, self.top_p, self.seed = (
             max_new_tokens,
