@@ -76,7 +76,8 @@ def _cluster_answers() -> None:
         _unavailable(f"the SLURM cluster has no usable node (sinfo says {states})")
 
 
-@pytest.fixture(scope="module")
+# Session-scoped as `runtime` is, so that a test needing both checks the cluster first.
+@pytest.fixture(scope="session")
 def cluster() -> None:
     _need_snakemake()
     _cluster_answers()
