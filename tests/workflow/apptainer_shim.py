@@ -15,9 +15,9 @@ What it does, and nothing else (anything else is refused with exit status 255 an
   HOME (DIR) and the variables the image sets (a host value never overrides the image's),
   `SINGULARITYENV_X`/`APPTAINERENV_X` as X (these do override), the binds of `--bind` and of
   `APPTAINER_BIND`/`SINGULARITY_BIND`, DIR and the working directory mounted at their own paths,
-  the working directory (or `--pwd`) as the current directory. It mounts nothing else: apptainer
-  also binds /tmp, /var/tmp and /etc/hosts by default, so a workflow that passes here needs no
-  default bind that a cluster may have switched off.
+  the working directory (or `--pwd`) as the current directory. It binds nothing else: apptainer
+  also binds /tmp and /var/tmp by default (podman gives the container its own), so a workflow
+  that passes here relies on no default bind that a cluster may have switched off.
 - IMAGE is not a SIF file: it is a reference file (`write_reference`) naming a podman image by
   id, which a real SIF never parses as. A real SIF, or any other file, is refused.
 """
