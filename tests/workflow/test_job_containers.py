@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from workflow_support import REPO, copy_repo, snakemake, subprocess_env, tool
+from workflow_support import REPO, copy_repo, episode_rows, snakemake, subprocess_env, tool
 
 pytestmark = [pytest.mark.container, pytest.mark.slow]
 
@@ -27,29 +27,8 @@ BUILD = REPO / "workflow" / "scripts" / "build_image.py"
 sys.path.insert(0, str(REPO / "workflow" / "scripts"))
 from job_shell import JOB_LABEL  # noqa: E402
 
-#: columns that differ between two runs of one cell by design, and the image, compared apart
-VOLATILE = {"run_id", "wall_s", "image"}
 #: seconds within which a stopped Snakemake's container must be gone
 PROMPT_S = 10.0
-
-
-@pytest.fixture(scope="module")
-def runtime(tmp_path_factory, debootstrap_base) -> dict:
-    """The runtime image's record (built by build_image.py, as the runtime_image rule does)."""
-    if tool("snakemake") is None:
-        pytest.skip("snakemake is not installed")
-    out = tmp_path_factory.mktemp("images")
-    command = [
-        *[sys.executable, str(BUILD), "--engine", "podman", "--image", "runtime"],
-        *["--dockerfile", str(REPO / "containers" / "runtime.Dockerfile")],
-        *["--base-image", debootstrap_base["id"], "--out", str(out / "runtime.json")],
-        *["--job-shell", str(out / "runtime.job-shell")],
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    record = json.loads((out / "runtime.json").read_text())
-    record["job_shell"] = str(out / "runtime.job-shell")
-    return record
 
 
 def running_jobs() -> list[str]:
@@ -72,14 +51,6 @@ def workflow_copy(tmp_path: Path, engine: str) -> Path:
     config["containers"].update(engine=engine, base_image="debootstrap")
     (copy / "tests" / "workflow" / "config.yaml").write_text(yaml.safe_dump(config))
     return copy
-
-
-def episode_rows(path: Path) -> list[dict]:
-    rows = pq.read_table(path).to_pylist()
-    return sorted(
-        ({k: v for k, v in row.items() if k not in VOLATILE} for row in rows),
-        key=lambda row: (row["policy"], row["scenario"], row["seed"]),
-    )
 
 
 def test_records_made_in_the_image_equal_the_hosts_and_name_the_image(runtime, tmp_path: Path) -> None:

@@ -1,7 +1,10 @@
 """The workflow through SLURM with profiles/slurm, on the one-node cluster of scripts/slurm-up.sh.
 
 Tests that need the cluster skip when no `sinfo` answers, unless SCHEMASHIFT_REQUIRE_SLURM=1 (CI sets
-it after starting the cluster): then a missing cluster, or a missing snakemake, is a failure.
+it after starting the cluster): then a missing cluster, or a missing snakemake, is a failure. The
+containerized variant (`--sdm apptainer`) also needs podman and the runtime image (the `runtime`
+fixture; SCHEMASHIFT_REQUIRE_CONTAINER=1 makes their absence a failure) and runs apptainer's calls
+through tests/workflow/apptainer_shim.py: real apptainer is not exercised here.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -16,6 +20,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from apptainer_shim import write_reference
+from workflow_support import episode_rows
 
 pytestmark = pytest.mark.slurm
 
@@ -70,28 +76,37 @@ def _cluster_answers() -> None:
         _unavailable(f"the SLURM cluster has no usable node (sinfo says {states})")
 
 
-@pytest.fixture(scope="module")
+# Session-scoped as `runtime` is, so that a test needing both checks the cluster first.
+@pytest.fixture(scope="session")
 def cluster() -> None:
     _need_snakemake()
     _cluster_answers()
 
 
-def _env() -> dict[str, str]:
+def _env(first_on_path: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
     # Jobs run `python -m schemashift.cli`: the interpreter running the tests comes first on PATH,
     # and sbatch passes this environment on to the jobs (--export=ALL).
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    first = [str(first_on_path)] if first_on_path else []
+    env["PATH"] = os.pathsep.join([*first, str(Path(sys.executable).parent), env.get("PATH", "")])
     env.pop("SNAKEMAKE_PROFILE", None)
     return env
 
 
-def _snakemake(workdir: Path, *args: str, snakefile: Path = SNAKEFILE, timeout: float = 120):
-    """Run snakemake from `workdir` with results landing there; returns the completed process."""
+def _snakemake(
+    workdir: Path,
+    *args: str,
+    snakefile: Path = SNAKEFILE,
+    timeout: float = 120,
+    first_on_path: Path | None = None,
+):
+    """Run snakemake from `workdir` with results landing there (and `first_on_path` first on the
+    PATH of snakemake and its jobs); returns the completed process."""
     workdir.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(workdir), *args]
     try:
         return subprocess.run(
-            command, cwd=workdir, env=_env(), capture_output=True, text=True, timeout=timeout
+            command, cwd=workdir, env=_env(first_on_path), capture_output=True, text=True, timeout=timeout
         )
     except subprocess.TimeoutExpired as exc:
         _cancel_jobs_in(workdir)
@@ -127,13 +142,15 @@ def _shard_targets() -> list[str]:
     ]
 
 
-def _grid_config(tmp_path: Path) -> Path:
+def _grid_config(tmp_path: Path, containers: dict | None = None) -> Path:
+    """The test config over SEEDS, with `containers` settings added."""
     yaml = pytest.importorskip("yaml")
     config = yaml.safe_load(TEST_CONFIG.read_text())
     assert config["shard_seeds"] == 2 and tuple(config["baselines"]) == POLICIES
     assert tuple(config["evaluation"]["legacy"]["scenarios"]) == SCENARIOS
     config["evaluation"]["legacy"]["seeds"] = SEEDS
-    path = tmp_path / "grid.yaml"
+    config["containers"].update(containers or {})
+    path = tmp_path / ("grid-containers.yaml" if containers else "grid.yaml")
     path.write_text(yaml.safe_dump(config))
     return path
 
@@ -278,3 +295,51 @@ def test_gpu_rule_is_submitted_with_gpus(cluster, tmp_path):
     assert all("--gpus=1" in call and "--cpus-per-gpu=8" in call for call in calls), calls
     if done.returncode != 0:  # no GPU here: refused at submission, not queued forever
         assert "SLURM sbatch failed" in output, output[-4000:]
+
+
+def _apptainer_shim(bin_dir: Path) -> Path:
+    """`bin_dir/apptainer`: tests/workflow/apptainer_shim.py under the interpreter running the tests."""
+    bin_dir.mkdir(parents=True)
+    shim = bin_dir / "apptainer"
+    script = Path(__file__).with_name("apptainer_shim.py")
+    shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(script))} "$@"\n')
+    shim.chmod(0o755)
+    return bin_dir
+
+
+@pytest.mark.container
+@pytest.mark.timeout(300)
+def test_shards_in_the_runtime_image_through_slurm_and_apptainer(cluster, runtime, tmp_path):
+    """The containerized variant, `--profile profiles/slurm --sdm apptainer`, with the runtime
+    image as `containers.apptainer_image`: each shard is a SLURM job whose command Snakemake runs
+    with `apptainer exec` (here the podman shim). The rows name the runtime image and equal a host
+    run's, commit included (the image has no git: the workflow passes the checkout's)."""
+    targets = [target for target in _shard_targets() if "/seeds-0-1/" in target]
+    local = tmp_path / "local"
+    _check(_snakemake(local, f"--configfile={_grid_config(tmp_path)}", "--cores", "2", *targets), "local run")
+
+    reference = write_reference(tmp_path / "runtime.podman-ref", runtime["id"])
+    config = _grid_config(tmp_path, {"apptainer_image": str(reference)})
+    remote = tmp_path / "slurm-apptainer"
+    output = _check(
+        _snakemake(
+            remote,
+            *["--profile", str(PROFILE), "--sdm", "apptainer", f"--configfile={config}"],
+            *["--slurm-keep-successful-logs", *targets],
+            timeout=240,
+            first_on_path=_apptainer_shim(tmp_path / "bin"),
+        ),
+        "run through SLURM under --sdm apptainer",
+    )
+    jobids = [slurm for _, slurm in SUBMITTED.findall(output)]
+    assert len(jobids) == len(targets) == len(set(jobids)), output[-4000:]
+    logs = "".join(
+        log.read_text() for log in (remote / ".snakemake" / "slurm_logs" / "rule_baseline").rglob("*.log")
+    )
+    assert logs.count(f"Activating singularity image {reference}") == len(targets), logs[-4000:]
+
+    for target in targets:
+        images = set(pq.read_table(remote / target).column("image").to_pylist())
+        assert images == {runtime["tag"]}, (target, images)
+        from_slurm, from_local = episode_rows(remote / target), episode_rows(local / target)
+        assert len(from_slurm) == 2 and from_slurm == from_local, target

@@ -186,3 +186,19 @@ def planned_outputs(output: str) -> list[tuple[str, list[str]]]:
             jobs[-1] = (current, [part.strip() for part in out[1].split(",")])
             current = None
     return jobs
+
+
+#: columns that differ between two runs of one cell by design, and the image, compared apart
+VOLATILE = {"run_id", "wall_s", "image"}
+
+
+def episode_rows(path: Path) -> list[dict]:
+    """The rows of an episodes (or drifts) table less VOLATILE, in cell order: what a run in an
+    image must reproduce from a host run."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(path).to_pylist()
+    return sorted(
+        ({k: v for k, v in row.items() if k not in VOLATILE} for row in rows),
+        key=lambda row: (row["policy"], row["scenario"], row["seed"]),
+    )

@@ -9,7 +9,10 @@ image where `containers.model_image` is train). Then:
   an input named `image` (ancient: rebuilding the same image reruns nothing), so the image is
   built before its first job;
 - under `--sdm apptainer` (clusters), Snakemake runs the `container:` image itself: the SIF file
-  of `containers.apptainer_image` or `containers.train_image`;
+  of `containers.apptainer_image` or `containers.train_image`, given what the job shell gives a
+  podman job (apptainer passes the host's environment in): the checkout bound at its own path
+  (APPTAINER_BIND; apptainer binds the working directory itself) for PYTHONPATH (common.smk),
+  and the checkout's commit for the records (the image has no git);
 - otherwise the jobs run on the host.
 Image-building rules and `run:` rules stay on the host. Rules refer to their inputs by name.
 """
@@ -18,6 +21,7 @@ import os
 
 from snakemake.settings.types import DeploymentMethod
 
+from schemashift.provenance import GIT_SHA_ENV, git_sha
 from schemashift.workflow.containers import DEBOOTSTRAP
 
 CONTAINERS = config["containers"]
@@ -25,6 +29,14 @@ IMAGES = f"{RESULTS}/containers"
 UNDER_APPTAINER = (
     DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
 )
+if UNDER_APPTAINER:
+    # Set here, inherited by every apptainer process (a cluster job parses this file again: the
+    # values it inherits from the submission are kept, never added twice).
+    BINDS = [spec for spec in os.environ.get("APPTAINER_BIND", "").split(",") if spec]
+    if Path.cwd() != REPO and str(REPO) not in BINDS:
+        os.environ.update(APPTAINER_BIND=",".join([*BINDS, str(REPO)]))
+    if git_sha():
+        os.environ[GIT_SHA_ENV] = git_sha()
 # The engine the jobs run under and the images are built with (None: the host, or apptainer).
 JOB_ENGINE = None if UNDER_APPTAINER else PLAN.job_engine[0]
 # The base each image is built on: the debootstrap base's record, or an image name.
