@@ -25,14 +25,16 @@ from openenv.core.env_server.types import ConcurrencyConfig
 from pydantic import ValidationError
 
 from schemashift.server.environment import RequestError, SchemaShiftEnvironment
-from schemashift.server.limits import MAX_DEPTH, MAX_MESSAGE_BYTES, WireLimits
+from schemashift.server.limits import (
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_READ_TIMEOUT_S,
+    DEFAULT_SESSION_TIMEOUT_S,
+    MAX_DEPTH,
+    MAX_MESSAGE_BYTES,
+    WireLimits,
+)
 from schemashift.server.models import SchemaShiftAction, SchemaShiftObservation, SchemaShiftState
 
-DEFAULT_MAX_SESSIONS = 64
-#: a session (WebSocket or MCP) without a message for this long is closed and its slot freed
-DEFAULT_SESSION_TIMEOUT_S = 120.0
-#: an HTTP request's headers and body must arrive within this long
-DEFAULT_READ_TIMEOUT_S = 30.0
 MCP_MOUNT = "/agent"
 
 
@@ -205,12 +207,14 @@ def serve(host: str, port: int, **settings: Any) -> None:
 
 
 def main() -> None:
-    """Entry point of the OpenEnv layout (`server` script): serve on $HOST:$PORT (127.0.0.1:8000)."""
+    """Entry point of the OpenEnv layout (`server` script): serve on $HOST:$PORT (127.0.0.1:8000),
+    with the settings of the environment (`settings_from_environment`, SCHEMASHIFT_READ_TIMEOUT_S)."""
     parser = argparse.ArgumentParser(description="Serve SchemaShift over OpenEnv")
     parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     args = parser.parse_args()
-    serve(args.host, args.port, **settings_from_environment())
+    read_timeout_s = float(os.environ.get("SCHEMASHIFT_READ_TIMEOUT_S", DEFAULT_READ_TIMEOUT_S))
+    serve(args.host, args.port, read_timeout_s=read_timeout_s, **settings_from_environment())
 
 
 def __getattr__(name: str) -> Any:

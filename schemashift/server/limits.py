@@ -30,6 +30,11 @@ from schemashift.env.actions import holds_lone_surrogate
 
 MAX_MESSAGE_BYTES = 1 << 20
 MAX_DEPTH = 64
+DEFAULT_MAX_SESSIONS = 64
+#: a session (WebSocket or MCP) without a message for this long is closed
+DEFAULT_SESSION_TIMEOUT_S = 120.0
+#: an HTTP request's headers and body must arrive within this long
+DEFAULT_READ_TIMEOUT_S = 30.0
 #: messages at least this long are checked off the event loop
 OFFLOAD_BYTES = 1 << 16
 NOT_UTF8 = ("binary message is not UTF-8 JSON", "INVALID_JSON")
