@@ -46,7 +46,7 @@ def build_app(
     allowed_origins: Iterable[str] = (),
 ) -> Any:
     """The server app: at most `max_sessions` WebSocket sessions (and as many MCP sessions),
-    each closed after `session_timeout_s` seconds without a message (None: never). Browser
+    each closed after `session_timeout_s` seconds without a reset or step (None: never). Browser
     requests are served only from loopback origins of the server's port and from
     `allowed_origins` (`*`: any).
 
@@ -122,12 +122,12 @@ class LazyMcp:
                 return
             from schemashift.server.mcp import bound_session_manager, build_mcp
 
-            app = build_mcp().http_app(path="/mcp")
+            app = build_mcp(self.session_timeout_s).http_app(path="/mcp")
             ready = asyncio.Event()
 
             async def run_lifespan() -> None:
                 async with app.lifespan(app):
-                    bound_session_manager(app, self.max_sessions, self.session_timeout_s)
+                    bound_session_manager(app, self.max_sessions)
                     ready.set()
                     await self._stop.wait()
 

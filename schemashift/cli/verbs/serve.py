@@ -27,8 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--session-timeout",
         type=float,
         default=None,
-        help="seconds without a message after which a session is closed; 0 never closes "
-        "(default: $SCHEMASHIFT_SESSION_TIMEOUT_S or 120)",
+        help="seconds without a reset or step (an MCP tool call) after which a session is closed, "
+        "however much else it sends; 0 never closes (default: $SCHEMASHIFT_SESSION_TIMEOUT_S or 120)",
     )
     parser.add_argument(
         "--read-timeout",
