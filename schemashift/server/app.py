@@ -105,6 +105,8 @@ class LazyMcp:
         self.max_sessions = max_sessions
         self.session_timeout_s = session_timeout_s
         self.app: Any = None
+        #: the live MCP sessions' episodes (`mcp.Sessions`), once started
+        self.sessions: Any = None
         self._starting: asyncio.Lock | None = None
         self._stop = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -122,7 +124,8 @@ class LazyMcp:
                 return
             from schemashift.server.mcp import bound_session_manager, build_mcp
 
-            app = build_mcp(self.session_timeout_s).http_app(path="/mcp")
+            server = build_mcp(self.session_timeout_s)
+            app = server.http_app(path="/mcp")
             ready = asyncio.Event()
 
             async def run_lifespan() -> None:
@@ -137,6 +140,7 @@ class LazyMcp:
             if not ready.is_set():
                 waiter.cancel()
                 await self._task  # raises the lifespan's error
+            self.sessions = server.sessions
             self.app = app
 
     async def stop(self) -> None:

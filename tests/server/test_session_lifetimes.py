@@ -13,12 +13,13 @@ import time
 
 import httpx
 import pytest
-from server_support import Session, running_server
+from server_support import Session, running_server, serving
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from schemashift.env.rulesets import get_ruleset
 from schemashift.rollout.backends import CapacityReached, RemoteBackend
+from schemashift.server.app import MCP_MOUNT, build_app
 
 pytest.importorskip("fastmcp")
 from fastmcp import Client  # noqa: E402
@@ -258,9 +259,12 @@ def test_an_mcp_client_that_vanishes_is_released_after_the_session_timeout():
 @pytest.mark.timeout(60)
 def test_an_mcp_client_holding_its_get_stream_open_is_released_after_the_session_timeout():
     """The stream of server notifications (GET) is a request in flight for as long as it is
-    open; it must not keep a session that plays nothing."""
-    with running_server(max_sessions=1, session_timeout_s=1.0) as url, httpx.Client(timeout=10) as http:
+    open; it must not keep a session that plays nothing. The reaped session's episode is dropped."""
+    app = build_app(max_sessions=1, session_timeout_s=1.0)
+    face = next(route.app for route in app.app.routes if getattr(route, "path", None) == MCP_MOUNT)
+    with serving(app) as url, httpx.Client(timeout=10) as http:
         headers = open_mcp_session(http, url)
+        assert len(face.sessions) == 1
         stream_headers = {"accept": "text/event-stream", "mcp-session-id": headers["mcp-session-id"]}
         started = time.monotonic()
         with http.stream("GET", f"{url}/agent/mcp", headers=stream_headers) as stream:
@@ -270,6 +274,7 @@ def test_an_mcp_client_holding_its_get_stream_open_is_released_after_the_session
             for _ in stream.iter_bytes():  # until the server ends the stream (or the read times out)
                 pass
         assert time.monotonic() - started < 5, "the open stream held the session"
+        assert len(face.sessions) == 0
         listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
         assert http.post(f"{url}/agent/mcp", json=listing, headers=headers).status_code == 404
         assert asyncio.run(mcp_episode(url, 0))["done"] is True
