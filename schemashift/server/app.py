@@ -25,14 +25,16 @@ from openenv.core.env_server.types import ConcurrencyConfig
 from pydantic import ValidationError
 
 from schemashift.server.environment import RequestError, SchemaShiftEnvironment
-from schemashift.server.limits import MAX_DEPTH, MAX_MESSAGE_BYTES, WireLimits
+from schemashift.server.limits import (
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_READ_TIMEOUT_S,
+    DEFAULT_SESSION_TIMEOUT_S,
+    MAX_DEPTH,
+    MAX_MESSAGE_BYTES,
+    WireLimits,
+)
 from schemashift.server.models import SchemaShiftAction, SchemaShiftObservation, SchemaShiftState
 
-DEFAULT_MAX_SESSIONS = 64
-#: a session (WebSocket or MCP) without a message for this long is closed and its slot freed
-DEFAULT_SESSION_TIMEOUT_S = 120.0
-#: an HTTP request's headers and body must arrive within this long
-DEFAULT_READ_TIMEOUT_S = 30.0
 MCP_MOUNT = "/agent"
 
 
@@ -44,7 +46,7 @@ def build_app(
     allowed_origins: Iterable[str] = (),
 ) -> Any:
     """The server app: at most `max_sessions` WebSocket sessions (and as many MCP sessions),
-    each closed after `session_timeout_s` seconds without a message (None: never). Browser
+    each closed after `session_timeout_s` seconds without a reset or step (None: never). Browser
     requests are served only from loopback origins of the server's port and from
     `allowed_origins` (`*`: any).
 
@@ -103,6 +105,8 @@ class LazyMcp:
         self.max_sessions = max_sessions
         self.session_timeout_s = session_timeout_s
         self.app: Any = None
+        #: the live MCP sessions' episodes (`mcp.Sessions`), once started
+        self.sessions: Any = None
         self._starting: asyncio.Lock | None = None
         self._stop = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -120,12 +124,13 @@ class LazyMcp:
                 return
             from schemashift.server.mcp import bound_session_manager, build_mcp
 
-            app = build_mcp().http_app(path="/mcp")
+            server = build_mcp(self.session_timeout_s)
+            app = server.http_app(path="/mcp")
             ready = asyncio.Event()
 
             async def run_lifespan() -> None:
                 async with app.lifespan(app):
-                    bound_session_manager(app, self.max_sessions, self.session_timeout_s)
+                    bound_session_manager(app, self.max_sessions)
                     ready.set()
                     await self._stop.wait()
 
@@ -135,6 +140,7 @@ class LazyMcp:
             if not ready.is_set():
                 waiter.cancel()
                 await self._task  # raises the lifespan's error
+            self.sessions = server.sessions
             self.app = app
 
     async def stop(self) -> None:
@@ -205,12 +211,14 @@ def serve(host: str, port: int, **settings: Any) -> None:
 
 
 def main() -> None:
-    """Entry point of the OpenEnv layout (`server` script): serve on $HOST:$PORT (127.0.0.1:8000)."""
+    """Entry point of the OpenEnv layout (`server` script): serve on $HOST:$PORT (127.0.0.1:8000),
+    with the settings of the environment (`settings_from_environment`, SCHEMASHIFT_READ_TIMEOUT_S)."""
     parser = argparse.ArgumentParser(description="Serve SchemaShift over OpenEnv")
     parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     args = parser.parse_args()
-    serve(args.host, args.port, **settings_from_environment())
+    read_timeout_s = float(os.environ.get("SCHEMASHIFT_READ_TIMEOUT_S", DEFAULT_READ_TIMEOUT_S))
+    serve(args.host, args.port, read_timeout_s=read_timeout_s, **settings_from_environment())
 
 
 def __getattr__(name: str) -> Any:

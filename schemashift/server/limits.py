@@ -30,6 +30,11 @@ from schemashift.env.actions import holds_lone_surrogate
 
 MAX_MESSAGE_BYTES = 1 << 20
 MAX_DEPTH = 64
+DEFAULT_MAX_SESSIONS = 64
+#: a session (WebSocket or MCP) that plays nothing (no reset or step) for this long is closed
+DEFAULT_SESSION_TIMEOUT_S = 120.0
+#: an HTTP request's headers and body must arrive within this long
+DEFAULT_READ_TIMEOUT_S = 30.0
 #: messages at least this long are checked off the event loop
 OFFLOAD_BYTES = 1 << 16
 NOT_UTF8 = ("binary message is not UTF-8 JSON", "INVALID_JSON")
@@ -107,6 +112,9 @@ SESSION_METHODS_REFUSED = (
 )
 #: close code of a WebSocket closed for idling (4000 + HTTP's 408)
 IDLE_CLOSE_CODE = 4408
+#: how OpenEnv's reply to an applied reset or step begins (`WSObservationResponse.model_dump_json()`):
+#: the only replies that count as playing, so that a session that only reads is idle
+OBSERVATION_REPLY_PREFIX = '{"type":"observation"'
 
 
 def parses_to_an_object(text: str | bytes, path: str) -> bool:
@@ -175,8 +183,8 @@ class WireLimits:
         """`body_checks`: path -> check of a request body, returning (status, detail) to refuse it.
         `allowed_origins`: browser origins (`scheme://host[:port]`, or `*` for any) allowed
         besides the loopback origins of the server's own port. `idle_timeout_s`: a WebSocket
-        that sends no message for this long gets a SESSION_TIMEOUT error frame and is closed
-        (None: never)."""
+        that plays nothing (no reset or step applied) for this long gets a SESSION_TIMEOUT
+        error frame and is closed, whatever else it sends (None: never)."""
         self.app = app
         self.max_bytes = max_bytes
         self.max_depth = max_depth
@@ -190,7 +198,7 @@ class WireLimits:
         elif scope["type"] == "websocket" and scope.get("path") in SESSION_ROUTES and attaches(scope):
             await self._refuse_attach(receive, send)
         elif scope["type"] == "websocket":
-            await self.app(scope, self._guard_frames(scope, receive, send), send)
+            await self.app(scope, *self._guard_frames(scope, receive, send))
         elif scope["type"] == "http" and scope.get("method") in ("POST", "PUT", "PATCH"):
             await self._guard_body(scope, receive, send)
         else:
@@ -288,7 +296,11 @@ class WireLimits:
             return await asyncio.to_thread(self.problem, data, websocket, path)
         return self.problem(data, websocket, path)
 
-    def _guard_frames(self, scope: dict, receive: Any, send: Any) -> Any:
+    def _guard_frames(self, scope: dict, receive: Any, send: Any) -> tuple[Any, Any]:
+        """The receive and send of a guarded WebSocket session: messages are checked before the
+        app sees them, and a session whose last applied reset or step (an observation reply) is
+        `idle_timeout_s` old is closed. Reads (`state`), refused messages and pings do not count:
+        a client that only polls cannot hold its slot."""
         path = scope.get("path", "")
         idle = self.idle_timeout_s
         loop = asyncio.get_running_loop()
@@ -298,7 +310,7 @@ class WireLimits:
         closing: set[asyncio.Task] = set()  # holds the closing task until it is done
 
         def expire() -> None:
-            # One timer per connection, moved on lazily: a message costs only a clock read.
+            # One timer per connection, moved on lazily: a play costs only a clock read.
             nonlocal timer
             timer = None
             if ended:
@@ -312,15 +324,23 @@ class WireLimits:
                 task.add_done_callback(closing.discard)
 
         async def close_idle() -> None:
-            message = f"the session was closed after {idle:g} s without a message; open a new session"
+            message = f"the session was closed after {idle:g} s without a reset or step; open a new session"
             try:
                 await send({"type": "websocket.send", "text": error_frame(message, "SESSION_TIMEOUT")})
                 await send({"type": "websocket.close", "code": IDLE_CLOSE_CODE, "reason": "idle timeout"})
             except (OSError, RuntimeError):  # the client left meanwhile
                 pass
 
+        def played(message: dict) -> Any:
+            # A plain function handing on send's awaitable: no coroutine of its own per reply.
+            nonlocal last
+            text = message.get("text")
+            if text is not None and text.startswith(OBSERVATION_REPLY_PREFIX):
+                last = loop.time()
+            return send(message)
+
         async def guarded() -> dict:
-            nonlocal last, timer, ended
+            nonlocal timer, ended
             while True:
                 message = await receive()
                 kind = message["type"]
@@ -332,7 +352,6 @@ class WireLimits:
                         if timer is not None:
                             timer.cancel()
                     return message
-                last = loop.time()
                 data = message.get("text")
                 if data is None:
                     # OpenEnv reads text frames only; a binary frame holding UTF-8 JSON is read as text.
@@ -347,7 +366,7 @@ class WireLimits:
                     return message
                 await send({"type": "websocket.send", "text": error_frame(*problem[:2])})
 
-        return guarded
+        return guarded, (send if idle is None else played)
 
     async def _guard_body(self, scope: dict, receive: Any, send: Any) -> None:
         chunks, size = [], 0

@@ -22,6 +22,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import anyio
 import mcp.types as mt
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
@@ -36,12 +37,23 @@ from schemashift.server.environment import DEFAULT_RULESET, request_error
 
 
 class McpEpisode:
-    """The environment of one MCP session."""
+    """The environment of one MCP session. `idle_scope`, when given, is the scope the session
+    runs in: every reset or step applied moves its deadline `idle_timeout_s` ahead, so the
+    session ends when it has played nothing for that long."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, idle_scope: anyio.CancelScope | None = None, idle_timeout_s: float | None = None
+    ) -> None:
         self.envs: dict[str, Environment] = {}
         self.env: Environment | None = None
         self.docs: Any = None
+        self.idle_scope = idle_scope
+        self.idle_timeout_s = idle_timeout_s
+        self.played()
+
+    def played(self) -> None:
+        if self.idle_scope is not None and self.idle_timeout_s is not None:
+            self.idle_scope.deadline = anyio.current_time() + self.idle_timeout_s
 
     def close(self) -> None:
         self.envs.clear()
@@ -54,12 +66,15 @@ class McpEpisode:
             env = self.envs[ruleset] = Environment(get_ruleset(ruleset))
         view = env.reset(env.ruleset.scenario_ids()[0] if scenario is None else scenario, seed)
         self.env = env
+        self.played()
         return view
 
     def step(self, action: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         if self.env is None:
             raise EpisodeStateError("Call the reset tool before any other tool.")
-        return self.env.step(action)
+        result = self.env.step(action)
+        self.played()
+        return result
 
     def documentation(self) -> dict[str, dict[str, Any]]:
         """The endpoint documentation the ruleset currently shows the agent."""
@@ -71,22 +86,30 @@ class McpEpisode:
 
 class Sessions:
     """The episodes of live MCP sessions: each session gets one when it starts (as the low-level
-    server's per-session lifespan context) and loses it when it ends, by client DELETE or idle
-    timeout; the number of sessions and their idle timeout are the session manager's
-    (`bound_session_manager`)."""
+    server's per-session lifespan context) and loses it when it ends, by client DELETE or after
+    `idle_timeout_s` seconds without a reset or step (None: never). The idle deadline is the
+    session's own, not the MCP SDK's, which counts an open GET stream or any request in flight
+    as activity: a client holding its notification stream open, or polling `ping` or
+    `tools/list`, would keep its slot for ever. The number of sessions is the session
+    manager's (`bound_session_manager`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, idle_timeout_s: float | None = None) -> None:
+        self.idle_timeout_s = idle_timeout_s
         self._live: set[McpEpisode] = set()
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _server: Any) -> AsyncIterator[McpEpisode]:
-        episode = McpEpisode()
-        self._live.add(episode)
-        try:
-            yield episode
-        finally:
-            self._live.discard(episode)
-            episode.close()
+        # The session's message loop runs inside this scope: at its deadline the loop is
+        # cancelled, the SDK's `run` returns as after a client DELETE and its session manager
+        # discards the session (the transport is terminated, open streams end, the id is 404).
+        with anyio.CancelScope() as idle_scope:
+            episode = McpEpisode(idle_scope, self.idle_timeout_s)
+            self._live.add(episode)
+            try:
+                yield episode
+            finally:
+                self._live.discard(episode)
+                episode.close()
 
     def __len__(self) -> int:
         return len(self._live)
@@ -102,15 +125,16 @@ def current_episode() -> McpEpisode | None:
     return episode if isinstance(episode, McpEpisode) else None
 
 
-def bound_session_manager(app: Any, max_sessions: int, idle_timeout_s: float | None) -> None:
+def bound_session_manager(app: Any, max_sessions: int) -> None:
     """Bound the running MCP app's session manager by the server's settings instead of the MCP
-    SDK's defaults (10,000 sessions, 30 idle minutes). FastMCP builds the manager when the app's
-    lifespan starts, with no way to pass them, so this is called inside that lifespan."""
+    SDK's defaults (10,000 sessions; 30 minutes with no request in flight, turned off here:
+    idleness is `Sessions`'). FastMCP builds the manager when the app's lifespan starts, with no
+    way to pass them, so this is called inside that lifespan."""
     for route in app.routes:
         manager = getattr(getattr(route, "endpoint", None), "session_manager", None)
         if manager is not None:
             manager.max_sessions = max_sessions
-            manager.session_idle_timeout = idle_timeout_s
+            manager.session_idle_timeout = None
             return
     raise RuntimeError("the MCP app has no streamable HTTP session manager to bound")
 
@@ -198,9 +222,10 @@ async def step_and_notify(episode: McpEpisode, action: dict[str, Any]) -> dict[s
     return result
 
 
-def build_mcp() -> FastMCP:
-    """The MCP server; its episodes live as long as their MCP sessions (`Sessions`)."""
-    sessions = Sessions()
+def build_mcp(idle_timeout_s: float | None = None) -> FastMCP:
+    """The MCP server; its episodes live as long as their MCP sessions, which end after
+    `idle_timeout_s` seconds without a reset or step (`Sessions`)."""
+    sessions = Sessions(idle_timeout_s)
     server = FastMCP("schemashift", providers=[EndpointTools()])
     # The low-level server enters its lifespan once per session: the session's episode.
     server._mcp_server.lifespan = sessions.lifespan

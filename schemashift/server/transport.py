@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import math
 from collections.abc import Generator
 from typing import Any
 
@@ -25,7 +26,7 @@ from websockets.frames import Frame
 from websockets.server import ServerProtocol
 from websockets.streams import StreamReader
 
-from schemashift.server.limits import Oversized
+from schemashift.server.limits import DEFAULT_READ_TIMEOUT_S, Oversized
 
 #: control frames carry at most this many bytes, so reads up to it are always kept
 CONTROL_PAYLOAD_MAX = 125
@@ -140,7 +141,7 @@ class ReadDeadlineHttpProtocol(HttpToolsProtocol):
     request), or the client gets 408 and the connection is closed. uvicorn bounds only the idle
     time between requests, so a client that sends half a request would hold it open for ever."""
 
-    read_timeout_s: float = 30.0
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -193,4 +194,6 @@ class ReadDeadlineHttpProtocol(HttpToolsProtocol):
 
 def read_deadline_protocol(read_timeout_s: float) -> type[ReadDeadlineHttpProtocol]:
     """The HTTP protocol class for uvicorn's `http` option, with this read deadline."""
+    if not (math.isfinite(read_timeout_s) and read_timeout_s > 0):
+        raise ValueError(f"read_timeout_s must be a positive, finite number of seconds, got {read_timeout_s}")
     return type("ReadDeadlineHttpProtocol", (ReadDeadlineHttpProtocol,), {"read_timeout_s": read_timeout_s})

@@ -174,6 +174,10 @@ def cases(bad: dict[str, Path], tmp: Path) -> dict[str, list[list[str]]]:
             ["--session-timeout", "-1"],
             ["--session-timeout", "nan"],
             ["--session-timeout", "inf"],
+            ["--read-timeout", "0"],
+            ["--read-timeout", "-1"],
+            ["--read-timeout", "nan"],
+            ["--read-timeout", "inf"],
         ],
         "sft": [
             ["--model", "m", "--out", out, "--steps", "0"],
@@ -244,7 +248,9 @@ def test_replay_names_the_line_of_bad_action_text(
         assert f"{bad[name]} {message}" in assert_reported(capsys, "replay", status)
 
 
-@pytest.mark.parametrize("variable", ["SCHEMASHIFT_MAX_SESSIONS", "SCHEMASHIFT_SESSION_TIMEOUT_S"])
+@pytest.mark.parametrize(
+    "variable", ["SCHEMASHIFT_MAX_SESSIONS", "SCHEMASHIFT_SESSION_TIMEOUT_S", "SCHEMASHIFT_READ_TIMEOUT_S"]
+)
 @pytest.mark.parametrize("value", ["abc", "", "1e999x", "9" * 5000])
 def test_a_bad_environment_breaks_neither_help_nor_the_error_line(
     variable: str, value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -258,12 +264,23 @@ def test_a_bad_environment_breaks_neither_help_nor_the_error_line(
 
 
 @pytest.mark.parametrize("value", ["0", "-5"])
+@pytest.mark.parametrize(
+    "variable, message",
+    [
+        ("SCHEMASHIFT_MAX_SESSIONS", "--max-sessions must be at least 1"),
+        ("SCHEMASHIFT_READ_TIMEOUT_S", "--read-timeout must be a positive, finite number of seconds"),
+    ],
+)
 def test_out_of_range_environment_values_are_refused_like_options(
-    value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    variable: str,
+    message: str,
+    value: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("SCHEMASHIFT_MAX_SESSIONS", value)
+    monkeypatch.setenv(variable, value)
     line = assert_reported(capsys, "serve", main(["serve"]))
-    assert "--max-sessions must be at least 1" in line
+    assert message in line
 
 
 def test_report_without_the_workflow_extra_says_which_extra(

@@ -13,7 +13,7 @@ from typing import Any
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from schemashift.server.limits import MAX_MESSAGE_BYTES
+from schemashift.server.limits import DEFAULT_READ_TIMEOUT_S, MAX_MESSAGE_BYTES
 
 
 def free_port() -> int:
@@ -26,16 +26,26 @@ def free_port() -> int:
 def running_server(**settings) -> Iterator[str]:
     """Serve `build_app(**settings)` with `serve`'s uvicorn options; yields the base URL and
     stops the server afterwards."""
+    from schemashift.server.app import build_app
+
+    read_timeout_s = settings.pop("read_timeout_s", DEFAULT_READ_TIMEOUT_S)
+    max_message_bytes = settings.get("max_message_bytes", MAX_MESSAGE_BYTES)
+    with serving(build_app(**settings), max_message_bytes, read_timeout_s) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serving(
+    app, max_message_bytes: int = MAX_MESSAGE_BYTES, read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
+) -> Iterator[str]:
+    """Serve an app built by the test (to look inside it while it runs) with `serve`'s options."""
     import uvicorn
 
-    from schemashift.server.app import DEFAULT_READ_TIMEOUT_S, build_app, uvicorn_options
+    from schemashift.server.app import uvicorn_options
 
     port = free_port()
-    options = uvicorn_options(
-        settings.get("max_message_bytes", MAX_MESSAGE_BYTES),
-        settings.pop("read_timeout_s", DEFAULT_READ_TIMEOUT_S),
-    )
-    config = uvicorn.Config(build_app(**settings), host="127.0.0.1", port=port, **options)
+    options = uvicorn_options(max_message_bytes, read_timeout_s)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, **options)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

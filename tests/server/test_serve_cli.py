@@ -117,12 +117,44 @@ def test_serve_binds_loopback_only_by_default(served):
         (["--max-sessions", "0"], "--max-sessions must be at least 1"),
         (["--port", "70000"], "--port must be between"),
         (["--session-timeout", "-1"], "--session-timeout must not be negative"),
+        (["--read-timeout", "0"], "--read-timeout must be a positive, finite number of seconds"),
     ],
 )
 def test_serve_refuses_bad_settings(args, message):
     result = cli("serve", *args, timeout=60)
     assert result.returncode == 2
-    assert message in result.stderr
+    assert result.stderr.startswith(f"schemashift serve: error: {message}")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("given_by", ["option", "environment"])
+def test_serve_applies_the_read_timeout(given_by):
+    import socket
+
+    port = free_port()
+    args = ["--read-timeout", "1"] if given_by == "option" else []
+    from_environment = "600" if given_by == "option" else "1"  # the option wins over the environment
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SCHEMASHIFT_READ_TIMEOUT_S": from_environment}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "schemashift.cli", "serve", "--port", str(port), *args],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", process)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\n")  # half the headers, then nothing
+            started = time.monotonic()
+            reply = sock.recv(65536)
+            waited = time.monotonic() - started
+        assert reply.startswith(b"HTTP/1.1 408") and b"within 1 s" in reply
+        assert waited < 5
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def test_run_with_an_unknown_backend_is_a_usage_error(tmp_path):

@@ -13,12 +13,13 @@ import time
 
 import httpx
 import pytest
-from server_support import Session, running_server
+from server_support import Session, running_server, serving
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from schemashift.env.rulesets import get_ruleset
 from schemashift.rollout.backends import CapacityReached, RemoteBackend
+from schemashift.server.app import MCP_MOUNT, build_app
 
 pytest.importorskip("fastmcp")
 from fastmcp import Client  # noqa: E402
@@ -42,6 +43,29 @@ async def mcp_episode(url: str, seed: int) -> dict:
         await client.call_tool("inspect_schema", {"tool": "mail"})
         done = await client.call_tool("complete_task", {"summary": "done"})
         return done.structured_content
+
+
+MCP_OPENING = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+
+
+def open_mcp_session(http: httpx.Client, url: str) -> dict[str, str]:
+    """Open an MCP session by hand (initialize, then the initialized notification); returns the
+    headers its later requests carry."""
+    opened = http.post(f"{url}/agent/mcp", json=MCP_OPENING, headers=MCP_HEADERS)
+    assert opened.status_code == 200, opened.text
+    headers = {**MCP_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert http.post(f"{url}/agent/mcp", json=initialized, headers=headers).status_code == 202
+    return headers
 
 
 # -- item 3: session ids ----------------------------------------------------------------------------
@@ -175,6 +199,36 @@ def test_idle_websockets_cannot_lock_the_server_for_longer_than_the_timeout():
         healthy_episode(url)
 
 
+@pytest.mark.timeout(60)
+def test_a_websocket_that_only_reads_is_closed_after_the_session_timeout():
+    """Only an applied reset or step counts as playing: state reads, refused and unknown messages
+    and OpenEnv's JSON-RPC do not keep a slot."""
+    polls = [
+        json.dumps({"type": "state"}),
+        json.dumps({"type": "step", "data": {}}),  # VALIDATION_ERROR
+        json.dumps({"type": "step", "data": {"type": "no_such_action"}}),  # EXECUTION_ERROR
+        json.dumps({"type": "mcp", "data": {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}}),
+        json.dumps({"type": "nope"}),
+        "[" * 100,
+    ]
+    with running_server(max_sessions=1, session_timeout_s=1.0) as url, Session(url) as poller:
+        started = time.monotonic()
+        assert poller.send("reset", {"scenario": SCENARIO})["type"] == "observation"
+        assert poller.send("step", {"type": "complete_task", "complete": {"summary": "x"}})["data"]["done"]
+        frame: dict = {}
+        for poll in polls * 10:  # a poll every 0.1 s, for at most 6 s
+            try:
+                frame = poller.send_raw(poll)
+            except ConnectionClosed:
+                break
+            if frame["data"].get("code") == "SESSION_TIMEOUT":
+                break
+            time.sleep(0.1)
+        assert frame["data"].get("code") == "SESSION_TIMEOUT", "polling held the session"
+        assert time.monotonic() - started < 3
+        healthy_episode(url)
+
+
 # -- item 2: MCP sessions end with their clients ----------------------------------------------------
 @pytest.mark.timeout(60)
 def test_mcp_sessions_are_released_when_their_clients_leave():
@@ -187,19 +241,9 @@ def test_mcp_sessions_are_released_when_their_clients_leave():
 @pytest.mark.timeout(60)
 def test_an_mcp_client_that_vanishes_is_released_after_the_session_timeout():
     with running_server(max_sessions=1, session_timeout_s=1.0) as url, httpx.Client() as http:
-        opening = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "0"},
-            },
-        }
-        first = http.post(f"{url}/agent/mcp", json=opening, headers=MCP_HEADERS)
+        first = http.post(f"{url}/agent/mcp", json=MCP_OPENING, headers=MCP_HEADERS)
         assert first.status_code == 200 and first.headers["mcp-session-id"]
-        second = http.post(f"{url}/agent/mcp", json=opening, headers=MCP_HEADERS)
+        second = http.post(f"{url}/agent/mcp", json=MCP_OPENING, headers=MCP_HEADERS)
         assert second.status_code == 503  # the one session is taken; no DELETE ever comes
         time.sleep(2.5)
         assert asyncio.run(mcp_episode(url, 0))["done"] is True
@@ -210,6 +254,69 @@ def test_an_mcp_client_that_vanishes_is_released_after_the_session_timeout():
         )
         assert gone.status_code == 404
         healthy_episode(url)
+
+
+@pytest.mark.timeout(60)
+def test_an_mcp_client_holding_its_get_stream_open_is_released_after_the_session_timeout():
+    """The stream of server notifications (GET) is a request in flight for as long as it is
+    open; it must not keep a session that plays nothing. The reaped session's episode is dropped."""
+    app = build_app(max_sessions=1, session_timeout_s=1.0)
+    face = next(route.app for route in app.app.routes if getattr(route, "path", None) == MCP_MOUNT)
+    with serving(app) as url, httpx.Client(timeout=10) as http:
+        headers = open_mcp_session(http, url)
+        assert len(face.sessions) == 1
+        stream_headers = {"accept": "text/event-stream", "mcp-session-id": headers["mcp-session-id"]}
+        started = time.monotonic()
+        with http.stream("GET", f"{url}/agent/mcp", headers=stream_headers) as stream:
+            assert stream.status_code == 200
+            refused = http.post(f"{url}/agent/mcp", json=MCP_OPENING, headers=MCP_HEADERS)
+            assert refused.status_code == 503  # the one session is held by the open stream
+            for _ in stream.iter_bytes():  # until the server ends the stream (or the read times out)
+                pass
+        assert time.monotonic() - started < 5, "the open stream held the session"
+        assert len(face.sessions) == 0
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        assert http.post(f"{url}/agent/mcp", json=listing, headers=headers).status_code == 404
+        assert asyncio.run(mcp_episode(url, 0))["done"] is True
+        healthy_episode(url)
+
+
+@pytest.mark.timeout(60)
+def test_an_mcp_client_that_only_polls_is_released_after_the_session_timeout():
+    """Requests that play nothing (ping, tools/list, a tool call refused before reset) do not
+    count: only a reset or a step does."""
+    with running_server(max_sessions=1, session_timeout_s=1.0) as url, httpx.Client(timeout=10) as http:
+        headers = open_mcp_session(http, url)
+        refused_call = {"name": "inspect_schema", "arguments": {"tool": "mail"}}
+        polls = [
+            {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+            {"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
+            {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": refused_call},
+        ]
+        started = time.monotonic()
+        for poll in polls * 20:  # a poll every 0.2 s, for at most 12 s
+            if http.post(f"{url}/agent/mcp", json=poll, headers=headers).status_code != 200:
+                break
+            time.sleep(0.2)
+        assert time.monotonic() - started < 3, "polling held the session"
+        assert http.post(f"{url}/agent/mcp", json=polls[0], headers=headers).status_code == 404
+        assert asyncio.run(mcp_episode(url, 0))["done"] is True
+
+
+@pytest.mark.timeout(60)
+def test_an_mcp_client_that_keeps_playing_keeps_its_session():
+    async def play_slowly(url: str) -> list[bool]:
+        async with Client(f"{url}/agent/mcp") as client:  # holds its GET stream open throughout
+            await client.call_tool("reset", {"scenario": SCENARIO, "seed": 0})
+            errors = []
+            for _ in range(8):  # 3.2 s of play, over three times the session timeout
+                await asyncio.sleep(0.4)
+                result = await client.call_tool("inspect_schema", {"tool": "mail"}, raise_on_error=False)
+                errors.append(result.is_error)
+            return errors
+
+    with running_server(max_sessions=1, session_timeout_s=1.0) as url:
+        assert asyncio.run(play_slowly(url)) == [False] * 8
 
 
 @pytest.mark.slow

@@ -109,16 +109,19 @@ def test_idle_sessions_are_closed_after_the_timeout_and_free_their_slot():
 
 
 @pytest.mark.timeout(60)
-def test_a_session_that_keeps_sending_is_not_closed():
+def test_a_session_that_keeps_playing_is_not_closed():
+    import time
+
     scenario = get_ruleset("legacy").scenario_ids()[0]
     with running_server(max_sessions=1, session_timeout_s=1.0) as url, Session(url) as busy:
-        import time
-
         assert busy.send("reset", {"scenario": scenario})["type"] == "observation"
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:
-            assert busy.send("state")["type"] == "state"
+        for turn in range(8):  # 3.2 s of play, over three times the timeout
             time.sleep(0.4)
+            if turn % 2:
+                reply = busy.send("step", {"type": "inspect_schema", "inspect": {"tool": "mail"}})
+            else:
+                reply = busy.send("reset", {"scenario": scenario, "seed": turn})
+            assert reply["type"] == "observation", reply
 
 
 def test_state_shows_no_ground_truth_and_no_drift_plan(server_url):

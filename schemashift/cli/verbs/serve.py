@@ -27,8 +27,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--session-timeout",
         type=float,
         default=None,
-        help="seconds without a message after which a session is closed; 0 never closes "
-        "(default: $SCHEMASHIFT_SESSION_TIMEOUT_S or 120)",
+        help="seconds without a reset or step (an MCP tool call) after which a session is closed, "
+        "however much else it sends; 0 never closes (default: $SCHEMASHIFT_SESSION_TIMEOUT_S or 120)",
+    )
+    parser.add_argument(
+        "--read-timeout",
+        type=float,
+        default=None,
+        help="seconds within which an HTTP request's headers and body must arrive, else 408 and the "
+        "connection is closed (default: $SCHEMASHIFT_READ_TIMEOUT_S or 30)",
     )
     parser.add_argument(
         "--allow-origin",
@@ -59,17 +66,30 @@ def _from_environment(name: str, kind: type, default: float) -> float:
 
 def run(args: argparse.Namespace) -> int:
     from schemashift.cli import CliError
+    from schemashift.server.limits import (
+        DEFAULT_MAX_SESSIONS,
+        DEFAULT_READ_TIMEOUT_S,
+        DEFAULT_SESSION_TIMEOUT_S,
+    )
 
     if args.max_sessions is None:
-        args.max_sessions = _from_environment("SCHEMASHIFT_MAX_SESSIONS", int, 64)
+        args.max_sessions = _from_environment("SCHEMASHIFT_MAX_SESSIONS", int, DEFAULT_MAX_SESSIONS)
     if args.session_timeout is None:
-        args.session_timeout = _from_environment("SCHEMASHIFT_SESSION_TIMEOUT_S", float, 120.0)
+        args.session_timeout = _from_environment(
+            "SCHEMASHIFT_SESSION_TIMEOUT_S", float, DEFAULT_SESSION_TIMEOUT_S
+        )
+    if args.read_timeout is None:
+        args.read_timeout = _from_environment("SCHEMASHIFT_READ_TIMEOUT_S", float, DEFAULT_READ_TIMEOUT_S)
     if args.max_sessions < 1:
         raise CliError(f"--max-sessions must be at least 1, got {args.max_sessions}")
     if args.session_timeout < 0:
         raise CliError(f"--session-timeout must not be negative, got {args.session_timeout}")
     if not math.isfinite(args.session_timeout):
         raise CliError(f"--session-timeout must be a finite number of seconds, got {args.session_timeout}")
+    if not (math.isfinite(args.read_timeout) and args.read_timeout > 0):
+        raise CliError(
+            f"--read-timeout must be a positive, finite number of seconds, got {args.read_timeout}"
+        )
     if not 0 < args.port < 65536:
         raise CliError(f"--port must be between 1 and 65535, got {args.port}")
     try:
@@ -85,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         args.port,
         max_sessions=args.max_sessions,
         session_timeout_s=args.session_timeout or None,
+        read_timeout_s=args.read_timeout,
         allowed_origins=origins,
     )
     return 0
