@@ -27,6 +27,7 @@ from schemashift.report.load import (
     manifest_cells,
     report_policies,
     sorted_scenarios,
+    split_label,
     subject_kind,
     tier_rank,
 )
@@ -268,6 +269,17 @@ class Analysis:
         those the report shows row by row. The others are `not_run`."""
         played = set(self.episodes.loc[self.episodes["ruleset"] == ruleset, "label"])
         return [s for s in self.subjects(ruleset) if s in played]
+
+    def harnesses(self, ruleset: str) -> dict[str, dict[str, str]]:
+        """Each model that ran on `ruleset` (rule baselines have no harness), by its label in the
+        default harness -> harness -> the subject that played it, in subject order (the default
+        harness first): the harness table's rows and the dashboard's harness dimension."""
+        by_model: dict[str, dict[str, str]] = {}
+        for subject in self.ran(ruleset):
+            if self.kinds.get(subject) != "rule":
+                model, harness = split_label(subject)
+                by_model.setdefault(model, {})[harness] = subject
+        return by_model
 
     def not_run(self, ruleset: str) -> dict[str, str]:
         """Expected subjects without a single row on `ruleset` -> why they did not run (one line),
