@@ -24,6 +24,7 @@ from schemashift.lineage import GO_NO_GO_STEP, go_no_go
 from schemashift.report import ReportError, published
 from schemashift.report.load import (
     catalogue_tier,
+    harness_label,
     manifest_cells,
     report_policies,
     sorted_scenarios,
@@ -502,10 +503,14 @@ def published_stat(a: Analysis, metric: str, scenarios: Sequence[str]) -> Stat:
 
 
 def efficiency_reference(a: Analysis, ruleset: str, subject: str) -> str | None:
+    """What a subject's savings are against: a checkpoint's untrained base through the same
+    harness (the learning curve's step 0), anything else `report.efficiency_reference`."""
     kind = a.kinds.get(subject)
-    if kind == "checkpoint":
-        run = a.runs.get(subject.rpartition("@step-")[0])
-        return a.base_subject(run) if run else None
+    if kind == "checkpoint":  # its run's step 0 through the same harness
+        label, harness = split_label(subject)
+        run = a.runs.get(label.rpartition("@step-")[0])
+        base = a.base_subject(run) if run else None
+        return harness_label(base, harness) if base else None
     reference = (a.config.get("report") or {}).get("efficiency_reference", "policy_aware_heuristic")
     return reference if reference != subject and reference in a.subjects(ruleset) else None
 

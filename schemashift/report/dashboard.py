@@ -49,6 +49,7 @@ from schemashift.report.analysis import (
     OVERALL,
     SAVING_COLUMNS,
     TIER_PREFIX,
+    efficiency_reference,
     savings,
     smoothed,
 )
@@ -100,7 +101,8 @@ def observed_stats(a: Analysis, ruleset: str, subject: str, metric: str) -> dict
 
 def evaluation_metrics(a: Analysis, ruleset: str, subject: str, reference: str | None) -> dict:
     """The eval_* groups of one evaluation (a checkpoint, or step 0) on `ruleset`; the savings
-    against `reference`, the run's step 0 in the same ruleset and harness (None at step 0)."""
+    against `reference` (a checkpoint's `efficiency_reference`: its step 0 through the same
+    harness; None at step 0)."""
     metrics: dict[str, Any] = {}
     for metric in METRICS:
         for column, value in observed_stats(a, ruleset, subject, metric).items():
@@ -153,12 +155,11 @@ def run_evaluations(a: Analysis, run: TrainingRun) -> dict[int, dict[str, Any]]:
     that ran), each set under its `dimension`; savings against step 0 of the same ruleset and
     harness."""
     out: dict[int, dict[str, Any]] = {}
-    base = a.base_subject(run)
     for ruleset in a.rulesets:
         models = a.harnesses(ruleset)
         for step, subject in a.checkpoints(run):
             for harness, played in models.get(subject, {}).items():
-                reference = models.get(base, {}).get(harness) if step else None
+                reference = efficiency_reference(a, ruleset, played) if step else None
                 prefix = dimension(run, ruleset, harness)
                 for name, value in evaluation_metrics(a, ruleset, played, reference).items():
                     group, _, rest = name.partition("/")

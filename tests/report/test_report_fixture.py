@@ -310,6 +310,8 @@ def test_pass_k_efficiency_and_parse_rates(report_dir: Path) -> None:
         assert float(api["saving_tool_calls_ci_low"]) <= float(api["saving_tool_calls"])
         assert float(api["saving_tool_calls"]) <= float(api["saving_tool_calls_ci_high"])
     assert efficiency["shaped@step-100"]["reference"] == QWEN_BASE
+    # a checkpoint through the tools harness against its base through the same harness
+    assert efficiency["coder@step-100+tools"]["reference"] == "hf:Qwen/Qwen2.5-Coder-1.5B-Instruct+tools"
     assert efficiency["shaped@step-100"]["saving_solved_by_both"] == "0"  # the base solves nothing
     parse = {r["subject"]: r for r in rows(report_dir, "legacy_parse")}
     assert "oracle" not in parse

@@ -368,8 +368,8 @@ def efficiency_table(a: Analysis, ruleset: str) -> Table:
         "cell is its mean over the samples that solved it, and a saving is 1 - subject total / reference "
         "total over the cells both solved, with a 95% bootstrap interval (cells resampled within each "
         "scenario) and its coverage: cells both solved of the cells both graded. A checkpoint is compared "
-        "with its untrained base, anything else with report.efficiency_reference (default "
-        "policy_aware_heuristic). Rule policies use no tokens.",
+        "with its untrained base through the same harness, anything else with "
+        "report.efficiency_reference (default policy_aware_heuristic). Rule policies use no tokens.",
     )
 
 
