@@ -24,9 +24,11 @@ from schemashift.lineage import GO_NO_GO_STEP, go_no_go
 from schemashift.report import ReportError, published
 from schemashift.report.load import (
     catalogue_tier,
+    harness_label,
     manifest_cells,
     report_policies,
     sorted_scenarios,
+    split_label,
     subject_kind,
     tier_rank,
 )
@@ -269,6 +271,17 @@ class Analysis:
         played = set(self.episodes.loc[self.episodes["ruleset"] == ruleset, "label"])
         return [s for s in self.subjects(ruleset) if s in played]
 
+    def harnesses(self, ruleset: str) -> dict[str, dict[str, str]]:
+        """Each model that ran on `ruleset` (rule baselines have no harness), by its label in the
+        default harness -> harness -> the subject that played it, in subject order (the default
+        harness first): the harness table's rows and the dashboard's harness dimension."""
+        by_model: dict[str, dict[str, str]] = {}
+        for subject in self.ran(ruleset):
+            if self.kinds.get(subject) != "rule":
+                model, harness = split_label(subject)
+                by_model.setdefault(model, {})[harness] = subject
+        return by_model
+
     def not_run(self, ruleset: str) -> dict[str, str]:
         """Expected subjects without a single row on `ruleset` -> why they did not run (one line),
         so the report says so once instead of a row of `missing` per column."""
@@ -490,10 +503,14 @@ def published_stat(a: Analysis, metric: str, scenarios: Sequence[str]) -> Stat:
 
 
 def efficiency_reference(a: Analysis, ruleset: str, subject: str) -> str | None:
+    """What a subject's savings are against: a checkpoint's untrained base through the same
+    harness (the learning curve's step 0), anything else `report.efficiency_reference`."""
     kind = a.kinds.get(subject)
-    if kind == "checkpoint":
-        run = a.runs.get(subject.rpartition("@step-")[0])
-        return a.base_subject(run) if run else None
+    if kind == "checkpoint":  # its run's step 0 through the same harness
+        label, harness = split_label(subject)
+        run = a.runs.get(label.rpartition("@step-")[0])
+        base = a.base_subject(run) if run else None
+        return harness_label(base, harness) if base else None
     reference = (a.config.get("report") or {}).get("efficiency_reference", "policy_aware_heuristic")
     return reference if reference != subject and reference in a.subjects(ruleset) else None
 

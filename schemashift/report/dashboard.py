@@ -12,6 +12,12 @@ metric groups of the seed document's dashboard:
 - `train_verified/...`: the committed training lineage (superseded pre-resume rows dropped),
   thinned to at most `figures.MAX_POINTS` steps for the browser.
 
+The eval_* names without a dimension are the run's own ruleset through the default harness.
+Every other evaluation of the run's checkpoints and base (another ruleset, another harness: the
+subjects `Analysis.harnesses` lists as having run) is the same set of metrics inside each group
+under `ruleset/<ruleset>/` and `harness/<harness>/` (`eval_observed/harness/tools/score`,
+`eval_coverage/ruleset/v1/graded`), its base at step 0 as well.
+
 Baselines are references, not curves: their overall numbers go into each run's config and a
 `references/baselines` table. The learning-curve table (with intervals) and the interval figures
 Trackio cannot draw go in as media. Provenance (manifest, run index) is in the run config.
@@ -43,9 +49,11 @@ from schemashift.report.analysis import (
     OVERALL,
     SAVING_COLUMNS,
     TIER_PREFIX,
+    efficiency_reference,
     savings,
     smoothed,
 )
+from schemashift.report.load import DEFAULT_HARNESS
 from schemashift.report.stats import metric_stat
 
 if TYPE_CHECKING:
@@ -91,8 +99,10 @@ def observed_stats(a: Analysis, ruleset: str, subject: str, metric: str) -> dict
     return out
 
 
-def evaluation_metrics(a: Analysis, run: TrainingRun, ruleset: str, step: int, subject: str) -> dict:
-    """The eval_* groups of one checkpoint (or step 0) of a run on its ruleset."""
+def evaluation_metrics(a: Analysis, ruleset: str, subject: str, reference: str | None) -> dict:
+    """The eval_* groups of one evaluation (a checkpoint, or step 0) on `ruleset`; the savings
+    against `reference` (a checkpoint's `efficiency_reference`: its step 0 through the same
+    harness; None at step 0)."""
     metrics: dict[str, Any] = {}
     for metric in METRICS:
         for column, value in observed_stats(a, ruleset, subject, metric).items():
@@ -121,15 +131,40 @@ def evaluation_metrics(a: Analysis, run: TrainingRun, ruleset: str, step: int, s
     for column, name in EFFICIENCY_COLUMNS.items():
         values = rows[column].dropna()
         _put(metrics, f"eval_usage/{name.replace(' ', '_')}", values.mean() if len(values) else None)
-    base = a.base_subject(run)
-    if step and base and len(a.rows(ruleset, base)) and len(rows):
-        saved = savings(a, ruleset, subject, base)
+    if reference is not None and len(a.rows(ruleset, reference)) and len(rows):
+        saved = savings(a, ruleset, subject, reference)
         _put(metrics, "eval_efficiency/matched", saved["solved_by_both"])
         _put(metrics, "eval_efficiency/graded_by_both", saved["graded_by_both"])
         for column in SAVING_COLUMNS:
             name = EFFICIENCY_COLUMNS[column].replace(" ", "_")
             _put(metrics, f"eval_efficiency/{name}_saving", saved[column].mean)
     return metrics
+
+
+def dimension(run: TrainingRun, ruleset: str, harness: str) -> str:
+    """Where an evaluation's metrics sit inside each eval_* group: nothing for the run's own
+    ruleset through the default harness (the main curves), else `ruleset/<ruleset>/` for another
+    ruleset and `harness/<harness>/` for another harness, in that order."""
+    prefix = "" if ruleset == run.ruleset else f"ruleset/{_slug(ruleset)}/"
+    return prefix + ("" if harness == DEFAULT_HARNESS else f"harness/{_slug(harness)}/")
+
+
+def run_evaluations(a: Analysis, run: TrainingRun) -> dict[int, dict[str, Any]]:
+    """The eval_* metrics of every point of a run's learning curve (step 0: its base model) on
+    every ruleset and through every harness it was played (`Analysis.harnesses`: the subjects
+    that ran), each set under its `dimension`; savings against step 0 of the same ruleset and
+    harness."""
+    out: dict[int, dict[str, Any]] = {}
+    for ruleset in a.rulesets:
+        models = a.harnesses(ruleset)
+        for step, subject in a.checkpoints(run):
+            for harness, played in models.get(subject, {}).items():
+                reference = efficiency_reference(a, ruleset, played) if step else None
+                prefix = dimension(run, ruleset, harness)
+                for name, value in evaluation_metrics(a, ruleset, played, reference).items():
+                    group, _, rest = name.partition("/")
+                    out.setdefault(step, {})[f"{group}/{prefix}{rest}"] = value
+    return out
 
 
 def training_metrics(a: Analysis, run: TrainingRun) -> dict[int, dict[str, Any]]:
@@ -211,14 +246,7 @@ def plan(
     runs = []
     for run in a.runs.values():
         ruleset = run.ruleset
-        evaluated = {}
-        if ruleset in a.rulesets:
-            ran = set(a.ran(ruleset))
-            evaluated = {
-                step: evaluation_metrics(a, run, ruleset, step, subject)
-                for step, subject in a.checkpoints(run)
-                if subject in ran
-            }
+        evaluated = run_evaluations(a, run)
         trained = training_metrics(a, run)
         steps = sorted(set(evaluated) | set(trained))
         if not steps:
@@ -411,6 +439,8 @@ def preset_views(base_url: str, project: str, runs: Mapping[str, str]) -> dict[s
 
     views = {
         "overview": link(r"^eval_observed/(score|success)$"),
+        "per-harness": link(r"^eval_observed/(ruleset/[^/]+/)?(harness/[^/]+/)?(score|success)$"),
+        "per-ruleset": link(r"^eval_observed/(ruleset/[^/]+/)?(score|success)$"),
         "difficulty": link(r"^eval_observed/tier/"),
         "scenarios": link(r"^eval_observed/scenario/"),
         "coverage": link(r"^eval_coverage/"),

@@ -206,9 +206,12 @@ def subject_label(
         label = policy
     else:
         label = f"{policy}@step-{step}"
-    if isinstance(harness, str) and harness not in ("", DEFAULT_HARNESS):
-        label += f"{HARNESS_MARK}{harness}"
-    return label
+    return harness_label(label, harness) if isinstance(harness, str) else label
+
+
+def harness_label(label: str, harness: str) -> str:
+    """The label of a subject through `harness`, from its label in the default harness."""
+    return label if harness in ("", DEFAULT_HARNESS) else f"{label}{HARNESS_MARK}{harness}"
 
 
 def split_label(label: str) -> tuple[str, str]:

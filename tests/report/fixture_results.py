@@ -7,7 +7,10 @@ Every episode is played for real by the in-process runner and written by its wri
   rule baselines on legacy and on v1;
 - `results/eval/base/<model>/` (step 0, two base models), `results/eval/<run>/step-<n>/` for three
   runs (a reward ablation and a model ablation of `shaped`), `results/eval/api/gpt-4o-mini/` and
-  the same API model through the tools harness, `results/eval/api/gpt-4o-mini+tools/`;
+  the same API model through the tools harness, `results/eval/api/gpt-4o-mini+tools/`; the coder
+  run's base and trained checkpoint also on v1 and through the tools harness (`EXTRA`), under
+  `results/eval/<ruleset>/` (none of these folders is an output path of the workflow's
+  evaluation rules, so its report rules take them as found);
 - `results/train/<run>/metrics.parquet` (with superseded rows after a resume), `go_no_go.json`
   and the run index `run.json`.
 
@@ -77,6 +80,9 @@ SKILL = {
     "binary": {0: 0.0, 25: 0.0, 50: 0.1, 75: 0.2, 100: 0.3},
     "coder": {0: 0.1, 25: 0.3, 50: 0.5, 75: 0.6, 100: 0.75},
 }
+#: evaluations of a run beyond its own ruleset through the default harness, as the workflow
+#: plays them (every ruleset, the run's harnesses): (run, ruleset, harness) -> steps (0: its base)
+EXTRA = {("coder", "v1", "default"): (0, 100), ("coder", "legacy", "tools"): (0, 100)}
 #: cells the fixture leaves out (missing) or turns into infra_error
 MISSING = {("binary", 75, "M2_weekly_report")}
 INFRA = {("api", None, "M1_customer_escalation", 1)}
@@ -211,6 +217,7 @@ def _evaluation(
     good: str = "oracle",
     bad: str = "naive_heuristic",
     harness: str = "default",
+    ruleset: str = "legacy",
 ) -> None:
     rng = random.Random(json.dumps(key))
     out = []
@@ -220,7 +227,7 @@ def _evaluation(
         for seed in SEEDS:
             for sample in range(SAMPLES):
                 chosen = good if _chance(*key, scenario, seed, sample) < skill else bad
-                result = _play(chosen, "legacy", scenario, seed, sample, context)
+                result = _play(chosen, ruleset, scenario, seed, sample, context)
                 _model_columns(result, base_model, context.adapter_sha256, rng, harness)
                 if (key[0], key[1], scenario, seed) in INFRA:
                     _infra(result, "TimeoutError: the API did not answer in 120 s")
@@ -370,8 +377,46 @@ def build(
         good="policy_aware_heuristic",
         harness="tools",
     )
+    for (run, ruleset, harness), steps in EXTRA.items():
+        if ruleset not in rulesets:
+            continue
+        for step in steps:
+            policy, train_run, adapter = _model_subject(run, step)
+            context = SweepContext(
+                run_id=f"fixture-{run}-{step}-{ruleset}-{harness}",
+                policy=policy,
+                train_run=train_run,
+                checkpoint_step=step,
+                adapter_sha256=adapter,
+                config_hash=CONFIG_HASH,
+                harness=harness,
+            )
+            _evaluation(
+                results / "eval" / ruleset / _eval_folder(run, step, harness),
+                context,
+                SKILL[run][step],
+                (run, step, ruleset, harness),
+                scenarios_for(ruleset, scenarios),
+                _base_model(RUNS[run]["base_model"]),
+                harness=harness,
+                ruleset=ruleset,
+            )
     _training(results)
     return results
+
+
+def _model_subject(run: str, step: int) -> tuple[str, str | None, str | None]:
+    """(policy, train_run, adapter digest) of a run's checkpoint, or of its base model at step 0."""
+    model = MODELS[RUNS[run]["base_model"]]["policy"]
+    if not step:
+        return model, None, None
+    return f"{model}@results/train/{run}/checkpoint-{step}", run, _adapter(run, step)
+
+
+def _eval_folder(run: str, step: int, harness: str) -> str:
+    """An evaluation's folder as the workflow names it (docs/workflow.md), less the ruleset."""
+    folder = f"base/{RUNS[run]['base_model']}" if not step else f"{run}/step-{step}"
+    return folder if harness == "default" else f"{folder}+{harness}"
 
 
 def expected_cells(
@@ -393,18 +438,26 @@ def expected_cells(
         for run, spec in RUNS.items()
         for step in STEPS
     ]
-    for policy, run, step in dict.fromkeys(models):
+    evaluations = [("legacy", policy, run, step, "default") for policy, run, step in dict.fromkeys(models)]
+    evaluations += [
+        (ruleset, *_model_subject(run, step)[:2], step, harness)
+        for (run, ruleset, harness), steps in EXTRA.items()
+        if ruleset in rulesets
+        for step in steps
+    ]
+    for ruleset, policy, run, step, harness in evaluations:
         cells += [
             {
-                "ruleset": "legacy",
+                "ruleset": ruleset,
                 "policy": policy,
                 "train_run": run,
                 "checkpoint_step": step,
+                "harness": harness,
                 "scenario": s,
                 "seed": seed,
                 "sample_index": i,
             }
-            for s in scenarios
+            for s in scenarios_for(ruleset, scenarios)
             for seed in SEEDS
             for i in range(SAMPLES)
         ]

@@ -17,7 +17,17 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from fixture_results import CONFIG_HASH, SEEDS, build, config, expected_cells
+from fixture_results import (
+    CONFIG_HASH,
+    EXTRA,
+    SAMPLES,
+    SEEDS,
+    STEPS,
+    build,
+    config,
+    expected_cells,
+    scenarios_for,
+)
 
 from schemashift.cli import main
 from schemashift.report.dashboard import GROUPS, read_metrics
@@ -25,6 +35,10 @@ from schemashift.report.dashboard import GROUPS, read_metrics
 pytest.importorskip("trackio")
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 QWEN_BASE = "hf:Qwen/Qwen2.5-1.5B-Instruct"
+CODER_BASE = "hf:Qwen/Qwen2.5-Coder-1.5B-Instruct"
+#: episode cost column -> its eval_usage name; the savings the efficiency group gives
+USAGE = {"tool_calls": "tool_calls", "tokens_in": "tokens_in", "tokens_out": "tokens_out", "steps": "turns"}
+USAGE_ALL = {**USAGE, "wall_s": "wall_s"}
 #: columns Trackio stamps itself with the wall-clock time of the write
 STAMPED = {"created_at"}
 
@@ -161,6 +175,86 @@ def test_each_metric_group_reads_back_as_the_parquet_results(results: Path, proj
     assert step["eval_coverage/missing"] == len(SEEDS) * 4 and step["eval_coverage/graded"] == len(rows)
 
 
+def expected_evaluation(rows: pd.DataFrame, base: pd.DataFrame | None, cells: int) -> dict[str, float]:
+    """Every eval_* metric of one evaluation, computed from its Parquet rows by the seed's rules:
+    observed over the scenarios graded, coverage against the `cells` expected, usage per graded
+    episode, savings against `base` (step 0 of the same ruleset and harness) over the cells both
+    solved, each side's cost the mean of its samples that solved the cell."""
+    out = {"eval_observed/score": per_cell_mean(rows, "score")}
+    out["eval_observed/success"] = per_cell_mean(rows, "success")
+    for tier, part in rows.groupby("tier"):
+        for metric in ("score", "success"):
+            out[f"eval_observed/tier/{tier}/{metric}"] = per_cell_mean(part, metric)
+    for scenario, part in rows.groupby("scenario"):
+        for metric in ("score", "success"):
+            out[f"eval_observed/scenario/{scenario}/{metric}"] = per_cell_mean(part, metric)
+    out |= {
+        "eval_coverage/graded": len(rows),
+        "eval_coverage/infra_error": 0,
+        "eval_coverage/missing": cells - len(rows),
+        "eval_coverage/expected": cells,
+        "eval_coverage/correct": int((rows["success"] == 1).sum()),
+        "eval_coverage/completeness": len(rows) / cells,
+        "eval_coverage/provisional": int(len(rows) < cells),
+    }
+    out |= {f"eval_usage/{name}": float(rows[column].mean()) for column, name in USAGE_ALL.items()}
+    if base is not None:
+        keys = ["scenario", "seed"]
+        cost = [f[f["success"] == 1].groupby(keys)[list(USAGE)].mean() for f in (rows, base)]
+        both = cost[0].index.intersection(cost[1].index)
+        graded_by_both = set(map(tuple, rows[keys].values)) & set(map(tuple, base[keys].values))
+        out |= {"eval_efficiency/matched": len(both), "eval_efficiency/graded_by_both": len(graded_by_both)}
+        for column, name in USAGE.items():
+            if len(both):
+                saving = 1 - cost[0].loc[both, column].sum() / cost[1].loc[both, column].sum()
+                out[f"eval_efficiency/{name}_saving"] = saving
+    return out
+
+
+def test_other_harnesses_and_rulesets_read_back_as_the_parquet_results(results: Path, project: Path) -> None:
+    """The coder run's base and trained checkpoint were also evaluated through the tools harness
+    and on v1: each evaluation is the full metric set under `harness/<h>/` or `ruleset/<r>/` in
+    every group, at its step (the base at step 0), every logged value equal to the one computed
+    here from the Parquet rows; the unprefixed names keep their meaning (legacy, default harness)."""
+    logged = read_metrics(project)
+    episodes = pd.read_parquet(results / "episodes.parquet")
+    graded = episodes[episodes["status"] == "graded"]
+
+    def evaluation(ruleset: str, harness: str, step: int) -> pd.DataFrame:
+        mine = graded[(graded["ruleset"] == ruleset) & (graded["harness"] == harness)]
+        if step:
+            return mine[(mine["train_run"] == "coder") & (mine["checkpoint_step"] == step)]
+        return mine[(mine["policy"] == CODER_BASE) & mine["train_run"].isna()]
+
+    dimensions = {("legacy", "default"), *((r, h) for run, r, h in EXTRA if run == "coder")}
+    assert dimensions == {("legacy", "default"), ("legacy", "tools"), ("v1", "default")}
+    expected: dict[int, dict[str, float]] = {}
+    for ruleset, harness in sorted(dimensions):
+        prefix = ("" if ruleset == "legacy" else f"ruleset/{ruleset}/") + (
+            "" if harness == "default" else f"harness/{harness}/"
+        )
+        cells = len(scenarios_for(ruleset)) * len(SEEDS) * SAMPLES
+        for step in (0, *STEPS):
+            rows = evaluation(ruleset, harness, step)
+            if not len(rows):
+                continue
+            base = evaluation(ruleset, harness, 0) if step else None
+            for name, value in expected_evaluation(rows, base, cells).items():
+                group, _, rest = name.partition("/")
+                expected.setdefault(step, {})[f"{group}/{prefix}{rest}"] = value
+    for step, values in expected.items():
+        evaluated = {k: v for k, v in logged["coder"][step].items() if k.startswith("eval_")}
+        assert sorted(evaluated) == sorted(values), step  # no metric left unchecked, none missing
+        for name, value in values.items():
+            assert evaluated[name] == pytest.approx(value), (step, name)
+    assert sorted(s for s, v in expected.items() if "eval_observed/harness/tools/score" in v) == [0, 100]
+    assert sorted(s for s, v in expected.items() if "eval_observed/ruleset/v1/score" in v) == [0, 100]
+    # the other runs were evaluated on their ruleset through the default harness only
+    for run in ("shaped", "binary"):
+        names = {n for metrics in logged[run].values() for n in metrics}
+        assert not [n for n in names if "/harness/" in n or "/ruleset/" in n]
+
+
 def test_train_verified_is_the_committed_lineage(results: Path, project: Path) -> None:
     """The fixture's shaped run was killed after step 60 and resumed from 50: steps 51-60 were
     logged twice. train_verified holds each step once, with the values after the resume."""
@@ -281,10 +375,25 @@ def test_every_preset_view_shows_metrics_of_the_project(results: Path, project: 
     views = preset_views(
         DEFAULT_URL, "schemashift", {"shaped": "legacy/legacy_cumulative", "binary": "legacy/binary"}
     )
-    assert {"overview", "difficulty", "coverage", "efficiency", "usage", "training"} <= set(views)
+    assert {"overview", "per-harness", "per-ruleset", "difficulty", "coverage", "efficiency"} <= set(views)
+    assert {"usage", "training"} <= set(views)
+    shown = {}
     for view, link in views.items():
         query = parse_qs(urlsplit(link).query)
         assert query["smoothing"] == ["0"] and query["project"] == ["schemashift"]
         pattern = re.compile(query["metric_filter"][0])
-        assert any(pattern.search(name) for name in names), view
+        shown[view] = {name for name in names if pattern.search(name)}
+        assert shown[view], view
+    # each dimension's view: the overall numbers of every harness (every ruleset's), beside the main ones
+    assert shown["per-harness"] == {
+        n
+        for n in names
+        if n.startswith("eval_observed/")
+        and n.endswith(("/score", "/success"))
+        and "/tier/" not in n
+        and "/scenario/" not in n
+    }
+    assert {"eval_observed/score", "eval_observed/harness/tools/score"} <= shown["per-harness"]
+    assert "eval_observed/ruleset/v1/score" in shown["per-ruleset"]
+    assert not [n for n in shown["per-ruleset"] if "/harness/" in n]
     assert parse_qs(urlsplit(views["group legacy/binary"]).query)["run_ids"] == ["binary"]

@@ -19,7 +19,7 @@ from schemashift.report.analysis import (
     published_stat,
     savings,
 )
-from schemashift.report.load import DEFAULT_HARNESS, coverage, coverage_text, split_label
+from schemashift.report.load import DEFAULT_HARNESS, coverage, coverage_text
 from schemashift.report.stats import (
     MIN_GENERALISATION,
     PASS_K,
@@ -217,11 +217,7 @@ def harness_table(a: Analysis, ruleset: str) -> Table:
     """Each model through each harness it played, side by side: overall score and success, and
     every other harness's paired difference from the default one (the same cells, graded by
     both)."""
-    by_model: dict[str, dict[str, str]] = {}
-    for subject in a.ran(ruleset):
-        if a.kinds.get(subject) != "rule":
-            model, harness = split_label(subject)
-            by_model.setdefault(model, {})[harness] = subject
+    by_model = a.harnesses(ruleset)
     harnesses = sorted(
         {h for found in by_model.values() for h in found}, key=lambda h: (h != DEFAULT_HARNESS, h)
     )
@@ -372,8 +368,8 @@ def efficiency_table(a: Analysis, ruleset: str) -> Table:
         "cell is its mean over the samples that solved it, and a saving is 1 - subject total / reference "
         "total over the cells both solved, with a 95% bootstrap interval (cells resampled within each "
         "scenario) and its coverage: cells both solved of the cells both graded. A checkpoint is compared "
-        "with its untrained base, anything else with report.efficiency_reference (default "
-        "policy_aware_heuristic). Rule policies use no tokens.",
+        "with its untrained base through the same harness, anything else with "
+        "report.efficiency_reference (default policy_aware_heuristic). Rule policies use no tokens.",
     )
 
 
