@@ -32,6 +32,7 @@ from schemashift.server.limits import (
     MAX_DEPTH,
     MAX_MESSAGE_BYTES,
     WireLimits,
+    setting_from_environment,
 )
 from schemashift.server.models import SchemaShiftAction, SchemaShiftObservation, SchemaShiftState
 
@@ -172,10 +173,10 @@ def allowed_origins_from_environment() -> list[str]:
 
 def settings_from_environment() -> dict[str, Any]:
     """App settings from SCHEMASHIFT_MAX_SESSIONS / SCHEMASHIFT_SESSION_TIMEOUT_S (0: never reap)
-    / SCHEMASHIFT_ALLOWED_ORIGINS."""
-    timeout = float(os.environ.get("SCHEMASHIFT_SESSION_TIMEOUT_S", DEFAULT_SESSION_TIMEOUT_S))
+    / SCHEMASHIFT_ALLOWED_ORIGINS; a bad value is a ValueError naming its variable."""
+    timeout = setting_from_environment("SCHEMASHIFT_SESSION_TIMEOUT_S")
     return {
-        "max_sessions": int(os.environ.get("SCHEMASHIFT_MAX_SESSIONS", DEFAULT_MAX_SESSIONS)),
+        "max_sessions": int(setting_from_environment("SCHEMASHIFT_MAX_SESSIONS")),
         "session_timeout_s": timeout if timeout > 0 else None,
         "allowed_origins": allowed_origins_from_environment(),
     }
@@ -217,8 +218,12 @@ def main() -> None:
     parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     args = parser.parse_args()
-    read_timeout_s = float(os.environ.get("SCHEMASHIFT_READ_TIMEOUT_S", DEFAULT_READ_TIMEOUT_S))
-    serve(args.host, args.port, read_timeout_s=read_timeout_s, **settings_from_environment())
+    try:
+        settings = settings_from_environment()
+        settings["read_timeout_s"] = setting_from_environment("SCHEMASHIFT_READ_TIMEOUT_S")
+    except ValueError as exc:
+        parser.error(str(exc))
+    serve(args.host, args.port, **settings)
 
 
 def __getattr__(name: str) -> Any:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import math
+import os
 import sys
 from collections.abc import Callable, Iterable
 from itertools import accumulate, repeat
@@ -35,6 +37,13 @@ DEFAULT_MAX_SESSIONS = 64
 DEFAULT_SESSION_TIMEOUT_S = 120.0
 #: an HTTP request's headers and body must arrive within this long
 DEFAULT_READ_TIMEOUT_S = 30.0
+#: the server's settings that the environment may give: variable -> (kind, default, least value,
+#: whether the least value itself is allowed)
+ENVIRONMENT_SETTINGS = {
+    "SCHEMASHIFT_MAX_SESSIONS": (int, DEFAULT_MAX_SESSIONS, 1, True),
+    "SCHEMASHIFT_SESSION_TIMEOUT_S": (float, DEFAULT_SESSION_TIMEOUT_S, 0.0, True),
+    "SCHEMASHIFT_READ_TIMEOUT_S": (float, DEFAULT_READ_TIMEOUT_S, 0.0, False),
+}
 #: messages at least this long are checked off the event loop
 OFFLOAD_BYTES = 1 << 16
 NOT_UTF8 = ("binary message is not UTF-8 JSON", "INVALID_JSON")
@@ -115,6 +124,26 @@ IDLE_CLOSE_CODE = 4408
 #: how OpenEnv's reply to an applied reset or step begins (`WSObservationResponse.model_dump_json()`):
 #: the only replies that count as playing, so that a session that only reads is idle
 OBSERVATION_REPLY_PREFIX = '{"type":"observation"'
+
+
+def setting_from_environment(name: str) -> float:
+    """One of ENVIRONMENT_SETTINGS from the environment (its default when unset); a value that is
+    not a number in its range is a ValueError naming the variable, never a traceback later."""
+    kind, default, least, least_allowed = ENVIRONMENT_SETTINGS[name]
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    what = "an integer" if kind is int else "a finite number"
+    try:
+        value = kind(text)
+    except ValueError:
+        raise ValueError(f"${name} is {text[:40]!r}, not {what}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"${name} is {text[:40]!r}, not {what}")
+    if value < least or (value == least and not least_allowed):
+        bound = "at least" if least_allowed else "more than"
+        raise ValueError(f"${name} is {text[:40]!r}: it must be {bound} {least:g}")
+    return value
 
 
 def parses_to_an_object(text: str | bytes, path: str) -> bool:

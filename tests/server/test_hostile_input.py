@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
+import subprocess
+import sys
 import threading
 import time
 
@@ -406,6 +409,28 @@ def test_allowed_origins_come_from_the_environment(monkeypatch):
     assert settings_from_environment()["allowed_origins"] == ["https://a.example", "https://b.example:8443"]
     monkeypatch.delenv("SCHEMASHIFT_ALLOWED_ORIGINS")
     assert settings_from_environment()["allowed_origins"] == []
+
+
+@pytest.mark.parametrize(
+    "variable, value",
+    [
+        ("SCHEMASHIFT_MAX_SESSIONS", "many"),
+        ("SCHEMASHIFT_MAX_SESSIONS", "0"),
+        ("SCHEMASHIFT_SESSION_TIMEOUT_S", "-1"),
+        ("SCHEMASHIFT_SESSION_TIMEOUT_S", "inf"),
+        ("SCHEMASHIFT_READ_TIMEOUT_S", "0"),
+        ("SCHEMASHIFT_READ_TIMEOUT_S", "nan"),
+    ],
+)
+def test_the_servers_own_entry_point_refuses_bad_settings_in_one_line(variable, value):
+    """`python -m schemashift.server.app` (the OpenEnv layout's `server` script) reads the same
+    variables as `schemashift serve`, through the same check: a usage error, not a traceback."""
+    env = {**os.environ, variable: value, "PORT": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "schemashift.server.app"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"${variable} is {value!r}" in done.stderr and "Traceback" not in done.stderr
 
 
 # -- item 5: messages over the limit, however large, get MESSAGE_TOO_LARGE ---------------------------

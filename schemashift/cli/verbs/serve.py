@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 
 NAME = "serve"
 HELP = "serve the environment over OpenEnv (WebSocket sessions, HTTP, MCP)"
@@ -48,38 +47,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _from_environment(name: str, kind: type, default: float) -> float:
-    from schemashift.cli import CliError
-
-    text = os.environ.get(name)
-    if text is None:
-        return default
-    what = "an integer" if kind is int else "a finite number"
-    try:
-        value = kind(text)
-    except ValueError:
-        raise CliError(f"${name} is {text[:40]!r}, not {what}") from None
-    if not math.isfinite(value):
-        raise CliError(f"${name} is {text[:40]!r}, not {what}")
-    return value
-
-
 def run(args: argparse.Namespace) -> int:
     from schemashift.cli import CliError
-    from schemashift.server.limits import (
-        DEFAULT_MAX_SESSIONS,
-        DEFAULT_READ_TIMEOUT_S,
-        DEFAULT_SESSION_TIMEOUT_S,
-    )
+    from schemashift.server.limits import setting_from_environment
 
-    if args.max_sessions is None:
-        args.max_sessions = _from_environment("SCHEMASHIFT_MAX_SESSIONS", int, DEFAULT_MAX_SESSIONS)
-    if args.session_timeout is None:
-        args.session_timeout = _from_environment(
-            "SCHEMASHIFT_SESSION_TIMEOUT_S", float, DEFAULT_SESSION_TIMEOUT_S
-        )
-    if args.read_timeout is None:
-        args.read_timeout = _from_environment("SCHEMASHIFT_READ_TIMEOUT_S", float, DEFAULT_READ_TIMEOUT_S)
+    # a flag wins over its variable, which is read (and checked) only when the flag is absent
+    try:
+        if args.max_sessions is None:
+            args.max_sessions = int(setting_from_environment("SCHEMASHIFT_MAX_SESSIONS"))
+        if args.session_timeout is None:
+            args.session_timeout = setting_from_environment("SCHEMASHIFT_SESSION_TIMEOUT_S")
+        if args.read_timeout is None:
+            args.read_timeout = setting_from_environment("SCHEMASHIFT_READ_TIMEOUT_S")
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     if args.max_sessions < 1:
         raise CliError(f"--max-sessions must be at least 1, got {args.max_sessions}")
     if args.session_timeout < 0:
