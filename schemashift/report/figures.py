@@ -303,6 +303,19 @@ def _curve(a: Analysis, run, ruleset: str, metric: str) -> list[tuple[int, Stat]
     return [(step, stat) for step, stat in points if stat.mean is not None]
 
 
+#: per training run, in order: its curve's line style and marker
+LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
+def _coinciding(curves: dict[str, tuple]) -> list[list[str]]:
+    """Names of the curves grouped by identical points, in first-drawn order."""
+    groups: dict[tuple, list[str]] = {}
+    for name, points in curves.items():
+        groups.setdefault(points, []).append(name)
+    return list(groups.values())
+
+
 def learning_figure(a: Analysis, run_names: Sequence[str], title: str = "Learning curves") -> Figure:
     import seaborn as sns
 
@@ -326,25 +339,52 @@ def learning_figure(a: Analysis, run_names: Sequence[str], title: str = "Learnin
         squeeze=False,
     )
     palette = dict(zip(run_names, sns.color_palette("colorblind", n_colors=max(len(runs), 1)), strict=False))
+    # Runs often coincide (the same step 0; checkpoints that play alike): each run has its own
+    # line style and a marker smaller than the previous run's, so every run stays visible.
+    styles = {
+        run.name: (LINE_STYLES[i % len(LINE_STYLES)], MARKERS[i % len(MARKERS)], max(9.0 - 1.6 * i, 3.0))
+        for i, run in enumerate(runs)
+    }
     for col, ruleset in enumerate(rulesets):
         for row, (metric, name) in enumerate(METRICS.items()):
             ax = axes[row][col]
+            drawn = {}
             for run in runs:
                 points = _curve(a, run, ruleset, metric)
                 if not points:
                     continue
+                drawn[run.name] = tuple((x, stat.mean) for x, stat in points)
                 color = palette[run.name]
-                _curve_with_band(ax, points, color, run.name)
+                linestyle, marker, size = styles[run.name]
+                _curve_with_band(ax, points, color, run.name, linestyle=linestyle)
                 for x, stat in points:
                     face = "white" if stat.provisional else color
                     ax.plot(
-                        x, stat.mean, marker="o", markersize=6, markerfacecolor=face, markeredgecolor=color
+                        x,
+                        stat.mean,
+                        marker=marker,
+                        markersize=size,
+                        markerfacecolor=face,
+                        markeredgecolor=color,
                     )
+            # said under the axis, where no curve can hide it
+            same = ["same points: " + ", ".join(names) for names in _coinciding(drawn) if len(names) > 1]
             ax.set_title(f"{ruleset}: {name}", fontsize=11)
-            ax.set_xlabel("checkpoint step (0 = untrained base)")
+            ax.set_xlabel("\n".join(["checkpoint step (0 = untrained base)", *same]))
             ax.set_ylabel(f"{name} (overall)")
             ax.set_ylim(-0.02, max(1.02, ax.get_ylim()[1]))
-    handles = [plt.Line2D([], [], color=palette[r.name], marker="o", label=r.name) for r in runs]
+    handles = [
+        plt.Line2D(
+            [],
+            [],
+            color=palette[r.name],
+            linestyle=styles[r.name][0],
+            marker=styles[r.name][1],
+            markersize=styles[r.name][2],
+            label=r.name,
+        )
+        for r in runs
+    ]
     handles.append(
         plt.Line2D(
             [], [], color="0.4", marker="o", markerfacecolor="white", linestyle="", label="provisional"

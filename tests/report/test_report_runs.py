@@ -233,3 +233,32 @@ def test_a_repeat_that_was_not_evaluated_makes_the_pool_provisional() -> None:
     (row,) = [r for r in repeats_table(a).records if r["metric"] == "score"]
     assert (row["repeats"], row["repeats_evaluated"], row["provisional"]) == (3, 2, True)
     assert row["mean"] == pytest.approx(0.45)
+
+
+def test_coinciding_learning_curves_stay_visible_and_are_named() -> None:
+    """Runs whose checkpoints play alike draw the same points: each run keeps its own line style
+    and marker, and the panel says which runs coincide (and only those)."""
+    from schemashift.report.figures import _pyplot, learning_figure
+
+    steps = (25, 50)
+    curves = {"a": (0.4, 0.6), "b": (0.4, 0.6), "c": (0.4, 0.45)}  # c differs in score and success
+    data = evaluations(
+        [(f"hf:{QWEN}", None, 0, 0.2)]
+        + [
+            (f"hf:{QWEN}@{run}", run, step, score)
+            for run, scores in curves.items()
+            for step, score in zip(steps, scores, strict=True)
+        ]
+    )
+    runs = {
+        run: {"base_model": "qwen", "ruleset": "legacy", "reward": "v1", "report_step": 50} for run in curves
+    }
+    a = Analysis(data, None, config(runs), samples=20)
+    figure = learning_figure(a, ["a", "b", "c"])
+    labels = [ax.get_xlabel() for ax in figure.axes]
+    assert labels and all(
+        "same points: a, b" in label and "c" not in label.split("\n", 1)[1] for label in labels
+    )
+    legend = {h.get_label(): (h.get_linestyle(), h.get_marker()) for h in figure.legends[0].legend_handles}
+    assert len({legend[run] for run in curves}) == 3
+    _pyplot().close(figure)
