@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -33,6 +34,26 @@ def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 30.0) -> 
     raise RuntimeError("server did not become healthy")
 
 
+@contextlib.contextmanager
+def serving(*args: str, env: dict[str, str] | None = None):
+    """`schemashift serve` on a free port with `args`, healthy, stopped afterwards: the port."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "schemashift.cli", "serve", "--port", str(port), *args],
+        env={**os.environ, **(env or {}), "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", process)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 def cli(*args: str, **kwargs) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
@@ -47,22 +68,8 @@ def cli(*args: str, **kwargs) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def served():
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "schemashift.cli", "serve", "--port", str(port), "--max-sessions", "4"],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}", process)
+    with serving("--max-sessions", "4") as port:
         yield port
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def read_records(out: Path) -> dict:
@@ -131,20 +138,9 @@ def test_serve_refuses_bad_settings(args, message):
 def test_serve_applies_the_read_timeout(given_by):
     import socket
 
-    port = free_port()
     args = ["--read-timeout", "1"] if given_by == "option" else []
     from_environment = "600" if given_by == "option" else "1"  # the option wins over the environment
-    env = {**os.environ, "PYTHONPATH": str(REPO), "SCHEMASHIFT_READ_TIMEOUT_S": from_environment}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "schemashift.cli", "serve", "--port", str(port), *args],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}", process)
+    with serving(*args, env={"SCHEMASHIFT_READ_TIMEOUT_S": from_environment}) as port:
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
             sock.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\n")  # half the headers, then nothing
             started = time.monotonic()
@@ -152,9 +148,6 @@ def test_serve_applies_the_read_timeout(given_by):
             waited = time.monotonic() - started
         assert reply.startswith(b"HTTP/1.1 408") and b"within 1 s" in reply
         assert waited < 5
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def test_run_with_an_unknown_backend_is_a_usage_error(tmp_path):
