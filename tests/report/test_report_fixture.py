@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from browser_helpers import require_browser
 from fixture_results import CONFIG_HASH, RUNS, SCENARIOS, SEEDS, STEPS, build, config, expected_cells
 
 from schemashift.cli import main
@@ -420,3 +421,27 @@ def test_each_harness_is_its_own_subject_and_the_harness_table_sets_them_side_by
     assert not any(subject == "oracle" for subject, _, _ in table)
     summary = (report_dir / "summary.md").read_text()
     assert "Models per harness" in summary
+
+
+#: measures, once the page has loaded, how far each headline table overflows its box (pixels)
+OVERFLOW_PROBE = """<script>window.addEventListener('load', () => {
+  const boxes = [...document.querySelectorAll('h3[id^="results-"] + div.scroll')];
+  const overflow = boxes.map((b) => b.scrollWidth - b.clientWidth);
+  document.body.setAttribute('data-overflow', JSON.stringify(overflow));
+});</script>"""
+
+
+def test_the_headline_tables_fit_the_page_without_scrolling(report_dir: Path, tmp_path: Path) -> None:
+    """What a reader sees first must be whole at the screenshot's width (1280 px): the fixture's
+    long coverage notes (infra errors, expected unknown) once pushed the coverage column off it."""
+    from schemashift.report.screenshots import _run
+
+    browser = require_browser()
+    page = tmp_path / "probed.html"
+    text = (report_dir / "report.html").read_text(encoding="utf-8")
+    page.write_text(text.replace("</body>", OVERFLOW_PROBE + "</body>"), encoding="utf-8")
+    dom = _run(browser, page.as_uri(), "--window-size=1280,2400", "--dump-dom").stdout
+    found = re.search(r'data-overflow="([^"]*)"', dom)
+    assert found, "the probe did not run"
+    overflow = json.loads(found.group(1).replace("&quot;", '"'))
+    assert len(overflow) == 2 and all(px <= 0 for px in overflow), overflow
