@@ -17,7 +17,6 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlencode
 
 from schemashift.lineage import TRACKIO_PROJECT
 from schemashift.report import ReportError
@@ -98,9 +97,10 @@ def free_port() -> int:
 
 
 def dashboard_url(port: int, project: str = TRACKIO_PROJECT) -> str:
-    """The overview preset: smoothing 0, the headline metrics."""
-    query = {"project": project, "smoothing": "0", "metric_filter": r"^eval_observed/(score|success)$"}
-    return f"http://127.0.0.1:{port}/?{urlencode(query)}"
+    """The dashboard's overview preset view (`dashboard.preset_views`) on this port."""
+    from schemashift.report.dashboard import preset_views
+
+    return preset_views(f"http://127.0.0.1:{port}", project, {})["overview"]
 
 
 def shoot_dashboard(
