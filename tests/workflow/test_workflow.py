@@ -114,9 +114,12 @@ def run_ids(copy: Path) -> dict[str, str]:
 # --- static checks ---------------------------------------------------------------------------
 
 
-@pytest.mark.timeout(120)
-def test_lint_is_clean(repo_copy):
-    proc = snakemake(repo_copy, "--lint", check=False)
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("configfile", [TEST_CONFIG, None, "config.gpu.yaml"], ids=["test", "default", "gpu"])
+def test_lint_is_clean(repo_copy, configfile):
+    """Each config the project ships (the lints depend on it: the default's debootstrap base is
+    a file the image rules take as input)."""
+    proc = snakemake(repo_copy, "--lint", configfile=configfile, check=False)
     lints = re.findall(r"^Lints for .*$|^\s+\* .*$", proc.stdout, re.M)
     assert not lints, "snakemake --lint reports:\n" + "\n".join(lints)
     assert proc.returncode == 0, proc.stdout[-4000:]

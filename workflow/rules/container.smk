@@ -41,7 +41,8 @@ rule runtime_image:
         "../../envs/runtime.yaml"
     params:
         engine=JOB_ENGINE or PLAN.image_engine(),
-        base=BASE,
+        # the debootstrap base's record (an input), or an image name
+        base=lambda w, input: input.base[0] if input.base else BASE,
         script=BUILD_IMAGE,
     shell:
         "python {params.script} --engine {params.engine} --image runtime --dockerfile {input.dockerfile} "
@@ -84,7 +85,8 @@ rule env_image:
         "../../envs/runtime.yaml"
     params:
         engine=JOB_ENGINE or PLAN.image_engine(),
-        base=BASE,
+        # the debootstrap base's record (an input), or an image name
+        base=lambda w, input: input.base[0] if input.base else BASE,
         code=CODE["server"],
         script=BUILD_IMAGE,
         context=lambda w, input: Path(input.dockerfile).parents[1],
