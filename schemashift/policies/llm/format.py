@@ -219,8 +219,8 @@ class Conversation:
         max_prompt_tokens: int | None = None,
         count_tokens: TokenCounter = estimate_tokens,
     ) -> None:
-        self.system = system_prompt(tool_names, drift_kinds)
-        self.task = render_task(observation)
+        self.system = self.system_prompt(tool_names, drift_kinds)
+        self.task = self.task_text(observation)
         self.max_prompt_tokens = max_prompt_tokens
         self.count_tokens = count_tokens
         self.turns: list[tuple[str, str, str]] = []  # (model text, observation text, summary line)
@@ -228,6 +228,14 @@ class Conversation:
         self._shown_drifts = len(observation.get("drift_events_visible") or [])
         self._shown_state = observation.get("known_state")
         self.dropped = 0
+
+    @staticmethod
+    def system_prompt(tool_names: Sequence[str], drift_kinds: Sequence[str]) -> str:
+        return system_prompt(tool_names, drift_kinds)
+
+    @staticmethod
+    def task_text(observation: dict[str, Any]) -> str:
+        return render_task(observation)
 
     @classmethod
     def for_ruleset(cls, ruleset: Any, observation: dict[str, Any], **kwargs: Any) -> Conversation:
@@ -401,22 +409,21 @@ class ToolConversation(Conversation):
         tool_names: Sequence[str],
         drift_kinds: Sequence[str],
         observation: dict[str, Any],
-        *,
-        max_prompt_tokens: int | None = None,
-        count_tokens: TokenCounter = estimate_tokens,
+        **options: Any,
     ) -> None:
-        super().__init__(
-            tool_names,
-            drift_kinds,
-            observation,
-            max_prompt_tokens=max_prompt_tokens,
-            count_tokens=count_tokens,
-        )
-        self.system = tools_system_prompt(tool_names, drift_kinds)
-        self.task = render_task(observation, documentation=False)
+        super().__init__(tool_names, drift_kinds, observation, **options)
         self._vocabulary = (tuple(tool_names), tuple(drift_kinds))
         self.functions = self._functions(observation)
         self.turns: list[tuple[list[Message], list[str]]] = []  # (the turn's messages, summary lines)
+
+    @staticmethod
+    def system_prompt(tool_names: Sequence[str], drift_kinds: Sequence[str]) -> str:
+        return tools_system_prompt(tool_names, drift_kinds)
+
+    @staticmethod
+    def task_text(observation: dict[str, Any]) -> str:
+        # the functions carry the documentation
+        return render_task(observation, documentation=False)
 
     def _functions(self, observation: dict[str, Any]) -> list[dict[str, Any]]:
         return function_definitions(observation.get("tool_schemas"), *self._vocabulary, endpoint_line)
