@@ -462,3 +462,34 @@ def expected_cells(
             for i in range(SAMPLES)
         ]
     return cells
+
+
+def build_aggregated(root: Path, config_overrides: dict[str, Any] | None = None) -> Path:
+    """The whole fixture under `root/results`, aggregated as the workflow's aggregate rule does
+    (episodes, drifts, training metrics, failed-episode examples, manifest against the expected
+    cells), with the report's config at `root/config.json`; returns the results folder."""
+    from schemashift.cli import main
+
+    results = build(root / "results")
+    (root / "expected.json").write_text(json.dumps(expected_cells()), encoding="utf-8")
+    (root / "config.json").write_text(json.dumps({**config(), **(config_overrides or {})}), encoding="utf-8")
+    outputs = {
+        "--out-episodes": "episodes.parquet",
+        "--out-drifts": "drifts.parquet",
+        "--out-training": "training_metrics.parquet",
+        "--out-examples": "examples.json",
+        "--manifest": "manifest.json",
+    }
+    args = [
+        "aggregate",
+        "--cells",
+        str(results / "cells"),
+        str(results / "eval"),
+        "--train",
+        str(results / "train"),
+    ]
+    args += [arg for option, name in outputs.items() for arg in (option, str(results / name))]
+    args += ["--expected", str(root / "expected.json"), "--config-hash", CONFIG_HASH]
+    if main(args) != 0:
+        raise RuntimeError("aggregating the report fixture failed")
+    return results

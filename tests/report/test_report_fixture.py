@@ -13,7 +13,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from browser_helpers import require_browser
-from fixture_results import CONFIG_HASH, RUNS, SCENARIOS, SEEDS, STEPS, build, config, expected_cells
+from fixture_results import (
+    CONFIG_HASH,
+    RUNS,
+    SCENARIOS,
+    SEEDS,
+    STEPS,
+    build_aggregated,
+)
 
 from schemashift.cli import main
 from schemashift.report.figures import stems
@@ -42,38 +49,7 @@ def stratified_reference(groups: list) -> tuple[float, float, float]:
 @pytest.fixture(scope="module")
 def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fixture")
-    results = build(root / "results")
-    (root / "expected.json").write_text(json.dumps(expected_cells()), encoding="utf-8")
-    cfg = config()
-    cfg["rulesets"] = ["legacy", "v1"]
-    (root / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
-    assert (
-        main(
-            [
-                "aggregate",
-                "--cells",
-                str(results / "cells"),
-                str(results / "eval"),
-                "--train",
-                str(results / "train"),
-                "--out-episodes",
-                str(results / "episodes.parquet"),
-                "--out-drifts",
-                str(results / "drifts.parquet"),
-                "--out-training",
-                str(results / "training_metrics.parquet"),
-                "--out-examples",
-                str(results / "examples.json"),
-                "--manifest",
-                str(results / "manifest.json"),
-                "--expected",
-                str(root / "expected.json"),
-                "--config-hash",
-                CONFIG_HASH,
-            ]
-        )
-        == 0
-    )
+    results = build_aggregated(root, {"rulesets": ["legacy", "v1"]})
     common = [
         "--episodes",
         str(results / "episodes.parquet"),

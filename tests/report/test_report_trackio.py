@@ -23,9 +23,7 @@ from fixture_results import (
     SAMPLES,
     SEEDS,
     STEPS,
-    build,
-    config,
-    expected_cells,
+    build_aggregated,
     scenarios_for,
 )
 
@@ -45,16 +43,7 @@ STAMPED = {"created_at"}
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("trackio")
-    results = build(root / "results")
-    (root / "expected.json").write_text(json.dumps(expected_cells()), encoding="utf-8")
-    (root / "config.json").write_text(json.dumps(config()), encoding="utf-8")
-    args = ["aggregate", "--cells", str(results / "cells"), str(results / "eval"), "--train"]
-    args += [str(results / "train"), "--out-episodes", str(results / "episodes.parquet")]
-    args += ["--out-drifts", str(results / "drifts.parquet"), "--out-training"]
-    args += [str(results / "training_metrics.parquet"), "--manifest", str(results / "manifest.json")]
-    args += ["--expected", str(root / "expected.json"), "--config-hash", CONFIG_HASH]
-    assert main(args) == 0
+    results = build_aggregated(tmp_path_factory.mktemp("trackio"))
     assert main(["report", "figures", *inputs(results), "--out", str(results / "figures")]) == 0
     return results
 
