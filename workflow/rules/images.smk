@@ -35,8 +35,10 @@ if UNDER_APPTAINER:
     BINDS = [spec for spec in os.environ.get("APPTAINER_BIND", "").split(",") if spec]
     if Path.cwd() != REPO and str(REPO) not in BINDS:
         os.environ.update(APPTAINER_BIND=",".join([*BINDS, str(REPO)]))
-    if git_sha():
-        os.environ[GIT_SHA_ENV] = git_sha()
+    # once per submission: a cluster job's parse finds it set and runs no git
+    COMMIT = git_sha()
+    if COMMIT:
+        os.environ[GIT_SHA_ENV] = COMMIT
 # The engine the jobs run under and the images are built with (None: the host, or apptainer).
 JOB_ENGINE = None if UNDER_APPTAINER else PLAN.job_engine[0]
 # The base each image is built on: the debootstrap base's record, or an image name.
