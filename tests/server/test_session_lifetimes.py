@@ -229,6 +229,56 @@ def test_a_websocket_that_only_reads_is_closed_after_the_session_timeout():
         healthy_episode(url)
 
 
+#: messages that play nothing: each is refused or only reads (a search draws sequences of them)
+NOT_PLAYING = (
+    json.dumps({"type": "state"}),
+    json.dumps({"type": "step", "data": {}}),
+    json.dumps({"type": "step", "data": {"type": "no_such_action"}}),
+    json.dumps({"type": "step", "data": {"type": "complete_task", "complete": {"summary": "again"}}}),
+    json.dumps({"type": "reset", "data": {"scenario": "no_such_scenario"}}),
+    json.dumps({"type": "reset", "data": {"scenario": SCENARIO, "seed": 1 << 70}}),
+    json.dumps({"type": "mcp", "data": {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}}),
+    json.dumps({"type": "close", "data": {"session_id": "someone-else"}}),
+    json.dumps({"type": "nope"}),
+    "[" * 100,
+    "not json",
+    b"\xff\xfe",
+)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_no_sequence_of_messages_that_play_nothing_holds_a_slot(seed):
+    """A random search over orders, mixes and paces of non-playing messages, sent after a
+    finished episode (so a step on it is refused too): every sequence ends in SESSION_TIMEOUT
+    within the timeout and its slack, and the slot serves a fresh episode."""
+    import random
+
+    draw = random.Random(seed)
+    with running_server(max_sessions=1, session_timeout_s=1.0) as url:
+        with Session(url) as poller:
+            assert poller.send("reset", {"scenario": SCENARIO})["type"] == "observation"
+            played = time.monotonic()
+            finish = {"type": "complete_task", "complete": {"summary": "x"}}
+            assert poller.send("step", finish)["data"]["done"]
+            frame: dict = {}
+            while time.monotonic() - played < 4:
+                try:
+                    if draw.random() < 0.1:
+                        poller.ws.ping()
+                        frame = {"data": {}}
+                    else:
+                        frame = poller.send_raw(draw.choice(NOT_PLAYING))
+                except (ConnectionClosed, TimeoutError):
+                    break
+                if frame["data"].get("code") == "SESSION_TIMEOUT":
+                    break
+                time.sleep(draw.uniform(0.0, 0.3))
+            assert frame["data"].get("code") == "SESSION_TIMEOUT", f"seed {seed}: polling held the session"
+            assert time.monotonic() - played < 2.5
+        healthy_episode(url)
+
+
 # -- item 2: MCP sessions end with their clients ----------------------------------------------------
 @pytest.mark.timeout(60)
 def test_mcp_sessions_are_released_when_their_clients_leave():
