@@ -131,6 +131,27 @@ def test_a_peft_adapter_is_loaded_and_changes_the_outputs(tiny_model: Path, tmp_
     texts = [c.text for c in plain.engine.generate(prompts, [0] * len(prompts))]
     adapted_texts = [c.text for c in adapted.engine.generate(prompts, [0] * len(prompts))]
     assert texts != adapted_texts
+    # in float32 the engine merges the adapter into the weights: it must decode what the
+    # unmerged adapter decodes
+    from peft import PeftModel
+
+    base_again = AutoModelForCausalLM.from_pretrained(tiny_model)
+    unmerged = PeftModel.from_pretrained(base_again, tmp_path / "adapter")
+    engine = adapted.engine
+    assert not isinstance(engine.network, PeftModel)
+    for messages, text in zip(prompts, adapted_texts, strict=True):
+        ids = engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)[
+            "input_ids"
+        ]
+        reference = unmerged.eval().generate(
+            input_ids=torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            max_new_tokens=MAX_NEW_TOKENS,
+            do_sample=False,
+            eos_token_id=engine.stop_ids,
+            pad_token_id=engine.pad_id,
+        )[0, len(ids) :]
+        assert text == engine.tokenizer.decode(reference, skip_special_tokens=True)
 
 
 def test_sampling_is_seeded_by_prompt_and_sample_index(tiny_model: Path) -> None:
