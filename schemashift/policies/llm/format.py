@@ -34,7 +34,7 @@ from schemashift.policies.llm.functions import (
 )
 from schemashift.policies.llm.parser import TOOL_CALL_BLOCK, legacy_parse, parse_output
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 HARNESSES = ("default", "legacy", "tools")
 #: the harnesses a model plays unless told otherwise (legacy is there to compare against)
 MODEL_HARNESSES = ("default", "tools")
@@ -205,10 +205,12 @@ class Conversation:
     `messages()` is the prompt for the next action; `add_turn(model_text, observation)` appends
     the model's output and what the environment answered. The system prompt and the task are
     always kept; when `count_tokens` says the prompt exceeds `max_prompt_tokens`, the oldest
-    turns are replaced by a one-line summary each (and those summaries by a count, if needed).
+    turns are replaced by a one-line summary each, in one block (`messages`).
     """
 
     harness = "default"
+    #: the share of the budget a compacted prompt fits in (`messages`)
+    COMPACT_TO = 0.75
 
     def __init__(
         self,
@@ -291,13 +293,22 @@ class Conversation:
         return messages
 
     def messages(self) -> list[Message]:
-        """The prompt for the next action, within the token budget where it can be."""
-        first_kept = 0
-        messages = self._build(0)
+        """The prompt for the next action, within the token budget where it can be.
+
+        Over budget, the oldest turns are summarised until the prompt fits in `COMPACT_TO` of
+        the budget, and they stay summarised: the next prompts extend this one until it is over
+        budget again. Summarising one more turn at every step instead would change the task
+        message at every step, and a model would recompute its whole prompt each turn (most of
+        the time of a CPU evaluation whose episodes run long)."""
         if self.max_prompt_tokens is None:
             self.dropped = 0
+            return self._build(0)
+        first_kept = self.dropped
+        messages = self._build(first_kept)
+        if self.count_tokens(messages) <= self.max_prompt_tokens:
             return messages
-        while first_kept < len(self.turns) - 1 and self.count_tokens(messages) > self.max_prompt_tokens:
+        target = int(self.max_prompt_tokens * self.COMPACT_TO)
+        while first_kept < len(self.turns) - 1 and self.count_tokens(messages) > target:
             first_kept += 1
             messages = self._build(first_kept)
         self.dropped = first_kept

@@ -17,6 +17,7 @@ from openai_server import OpenAIServer
 from test_api_policy import oracle_reply
 
 from schemashift.cli import main
+from schemashift.policies.llm.format import FORMAT_VERSION
 from schemashift.rollout import io
 
 REPO = Path(__file__).resolve().parents[3]
@@ -48,7 +49,7 @@ def test_eval_with_an_api_model_writes_the_run_files(tmp_path: Path, capsys) -> 
         r["status"] == "graded" and r["policy"] == "openai:m" and r["harness"] == "default" for r in rows
     )
     assert all(
-        r["base_model"] == "m" and json.loads(r["generation_config"])["format_version"] == 1 for r in rows
+        r["base_model"] == "m" and json.loads(r["generation_config"])["format_version"] == FORMAT_VERSION for r in rows
     )
     assert len({r["run_id"] for r in rows}) == 1
     assert "4 resumed" in capsys.readouterr().out

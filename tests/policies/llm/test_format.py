@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -80,6 +81,63 @@ def test_history_is_kept_within_the_budget_and_the_task_is_never_dropped() -> No
     # the latest turn stays even when nothing fits
     tiny, _ = play("E1_onboard_new_hire", actions, max_prompt_tokens=1)
     assert tiny.messages()[-1] == full.messages()[-1] and tiny.dropped == 4
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_a_prompt_over_budget_is_compacted_in_one_block_that_later_prompts_extend(case) -> None:
+    """Between two compactions each prompt extends the one before (so a model reuses its cache of
+    it); a compaction brings the prompt within COMPACT_TO of the budget, or keeps only the latest
+    turn; every prompt that can fit the budget does."""
+    rng = random.Random(case)
+    env = Environment("v1")
+    scenario = rng.choice(env.ruleset.scenario_ids())
+    observation = env.reset(scenario, rng.randrange(50))
+    opening = estimate_tokens(Conversation.for_ruleset(env.ruleset, observation).messages())
+    budget = opening + rng.randrange(200, 3000)
+    conversation = Conversation.for_ruleset(env.ruleset, observation, max_prompt_tokens=budget)
+    probes = [
+        call_tool("mail", "list_messages", {"folder": "inbox"}),
+        call_tool("crm", "search_contacts", {"query": "a" * rng.randrange(1, 300)}),
+        inspect_schema(rng.choice(["mail", "calendar", "crm"])),
+    ]
+    previous, compactions = conversation.messages(), 0
+    while not observation.get("done"):
+        action = rng.choice(probes)
+        observation, _ = env.step(action)
+        text = action_text(action) if rng.random() < 0.7 else "noise " * rng.randrange(1, 120)
+        conversation.add_turn(text, observation)
+        grown = [*previous, *conversation.messages()[-2:]]
+        messages = conversation.messages()
+        assert conversation.messages() == messages  # asking again changes nothing
+        if messages[: len(previous)] != previous:
+            compactions += 1
+            assert estimate_tokens(grown) > budget  # only a prompt over budget is compacted
+            assert (
+                estimate_tokens(messages) <= int(budget * Conversation.COMPACT_TO)
+                or conversation.dropped == len(conversation.turns) - 1
+            )
+            assert "EARLIER STEPS (summarised)" in messages[1]["content"]
+        assert len(messages) == 2 + 2 * (len(conversation.turns) - conversation.dropped)
+        if estimate_tokens(messages) > budget:
+            assert conversation.dropped == len(conversation.turns) - 1
+        previous = messages
+    assert compactions < len(conversation.turns) - 1 or budget < opening + 1000
+
+
+def test_compaction_leaves_room_for_later_turns() -> None:
+    actions = [call_tool("mail", "list_messages", {"folder": "inbox"})] * 12
+    env = Environment("v1")
+    observation = env.reset("onboard_new_hire", 0)
+    budget = estimate_tokens(Conversation.for_ruleset(env.ruleset, observation).messages()) + 600
+    conversation = Conversation.for_ruleset(env.ruleset, observation, max_prompt_tokens=budget)
+    dropped = []
+    for action in actions:
+        observation, _ = env.step(action)
+        conversation.add_turn(action_text(action), observation)
+        conversation.messages()
+        dropped.append(conversation.dropped)
+    changes = sum(1 for a, b in zip(dropped, dropped[1:]) if a != b)
+    assert dropped[-1] >= 2 and changes < dropped[-1]
 
 
 def test_an_unparseable_output_is_kept_verbatim_in_the_conversation() -> None:
