@@ -38,7 +38,10 @@ rule train:
         "../../envs/train-vllm.yaml"
     container:
         image("model")
-    threads: 4
+    # One thread (OMP_NUM_THREADS=1, as torchrun gives each process): a GPU job's work is on the
+    # GPU, and at CPU scale single-threaded runs pack beside each other and the evaluations; with
+    # more threads than a 2-core machine has, each run held every core while it trained.
+    threads: 1
     resources:
         gpu=1,
     params:
