@@ -579,7 +579,11 @@ def drift_outcomes(a: Analysis, ruleset: str) -> list[dict[str, Any]]:
     return records
 
 
+def smoothing_window(points: int) -> int:
+    """How many points `smoothed` averages: about a tenth (at least 1, so under 20 none, at most 50)."""
+    return max(1, min(50, points // 10))
+
+
 def smoothed(series: pd.Series) -> pd.Series:
-    """Centred rolling mean over about a tenth of the points (at least 1, at most 50)."""
-    window = max(1, min(50, len(series) // 10))
-    return series.rolling(window, center=True, min_periods=1).mean()
+    """Centred rolling mean over `smoothing_window` points."""
+    return series.rolling(smoothing_window(len(series)), center=True, min_periods=1).mean()

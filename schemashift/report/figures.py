@@ -22,6 +22,7 @@ from schemashift.report.analysis import (
     ablation_groups,
     drift_outcomes,
     smoothed,
+    smoothing_window,
 )
 from schemashift.report.load import coverage, coverage_text, split_label
 from schemashift.report.stats import LEVEL, Stat
@@ -88,9 +89,9 @@ def write(a: Analysis, out_dir: str | Path) -> list[dict[str, Any]]:
         (
             "training_reward",
             lambda: training_figure(a),
-            f"Training reward per optimizer step: raw (thin) and smoothed (thick), at most {MAX_POINTS} "
-            "points per "
-            "run; superseded steps of resumed runs are dropped.",
+            f"Training reward per optimizer step: raw (thin) and smoothed (thick; a run of under 20 "
+            f"steps is drawn raw, each step marked), at most {MAX_POINTS} points per run; superseded "
+            "steps of resumed runs are dropped.",
         ),
         (
             "reward_ablation",
@@ -415,15 +416,23 @@ def training_figure(a: Analysis) -> Figure:
     runs = list(dict.fromkeys(a.training["train_run"].fillna("(unnamed run)")))
     figure, ax = plt.subplots(figsize=(9.0, 4.8), layout="constrained")
     palette = sns.color_palette("colorblind", n_colors=max(len(runs), 1))
+    smoothing = False
     for color, run in zip(palette, runs, strict=False):
         rows = a.training[a.training["train_run"].fillna("(unnamed run)") == run].sort_values("step")
+        if smoothing_window(len(rows)) == 1:
+            # too few steps to smooth: the raw line alone, each step marked
+            shown = thin(rows)
+            ax.plot(shown["step"], shown["reward_mean"], color=color, linewidth=2.2, marker="o", label=run)
+            continue
+        smoothing = True
         rows = rows.assign(smooth=smoothed(rows["reward_mean"]).to_numpy())
         shown = thin(rows)
         ax.plot(shown["step"], shown["reward_mean"], color=color, linewidth=0.8, alpha=0.35)
         ax.plot(shown["step"], shown["smooth"], color=color, linewidth=2.2, label=run)
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("mean reward of the step's completions")
-    figure.suptitle("Training reward: raw (thin) and smoothed (thick)", fontsize=12)
+    title = "raw (thin) and smoothed (thick)" if smoothing else "raw, each step marked (too few steps to smooth)"
+    figure.suptitle(f"Training reward: {title}", fontsize=12)
     figure.legend(title="training run", loc="outside right upper", frameon=False)
     return figure
 

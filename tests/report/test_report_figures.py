@@ -6,12 +6,13 @@ import json
 import logging
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from report_helpers import error_line, infra_row, report_args, write_cell
 
 from schemashift.cli import main
-from schemashift.report.figures import stems, thin
+from schemashift.report.figures import stems, thin, training_figure
 from schemashift.rollout import io, records
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -58,6 +59,23 @@ def test_figures_render_without_warnings_and_with_training_metrics(
     assert [str(w.message) for w in caught] == []
     assert not [r for r in caplog.records if r.name.startswith("matplotlib")]
     check_figure(out, "training_reward")
+
+
+@pytest.mark.parametrize(("steps", "lines_per_run", "title"), [(6, 1, "too few steps"), (40, 2, "smoothed")])
+def test_the_training_figure_claims_smoothing_only_where_it_smooths(steps, lines_per_run, title) -> None:
+    import pandas as pd
+
+    training = pd.DataFrame(
+        [
+            {"train_run": run, "step": step, "reward_mean": (step * 7 % 5) / 5 + offset}
+            for run, offset in (("a", 0.0), ("b", 1.0))
+            for step in range(1, steps + 1)
+        ]
+    )
+    figure = training_figure(SimpleNamespace(training=training))
+    (ax,) = figure.axes
+    assert len(ax.get_lines()) == 2 * lines_per_run
+    assert title in figure._suptitle.get_text()
 
 
 def test_a_ruleset_without_graded_episodes_still_renders(tmp_path: Path) -> None:
