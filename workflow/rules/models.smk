@@ -18,6 +18,9 @@ rule tiny_model:
     container:
         image("model")
     threads: 1
+    # Every training run and model evaluation waits on it: started first, it no longer waits
+    # behind the baseline shards (which then fill the other cores).
+    priority: 10
     params:
         code=CODE["tiny_model"],
     shell:
