@@ -1,8 +1,9 @@
 """Build a container image and record it, for the workflow's image rules (container.smk).
 
 Three kinds:
-- `--debootstrap`: a minimal Debian base with python3, for podman machines that cannot pull from
-  a registry (the Debian mirror is the one this machine's apt sources name);
+- `--debootstrap`: a minimal Debian base with python3 (and gcc with the Python headers, which
+  triton's JIT compiles with in the train image), for podman machines that cannot pull from a
+  registry (the Debian mirror is the one this machine's apt sources name);
 - `--image runtime`: an image whose build context is its wheelhouse (containers/wheelhouse.py),
   tagged `localhost/schemashift-runtime:<digest>`, the digest being of its Dockerfile, its
   requirement files, the wheels and the base image's id;
@@ -29,7 +30,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DEBIAN_SUITE = "bookworm"
-BASE_PACKAGES = "python3,python3-venv,python3-pip,ca-certificates"
+BASE_PACKAGES = "python3,python3-venv,python3-pip,ca-certificates,gcc,libc6-dev,python3-dev"
+#: left out of the base: debootstrap leaves the packages it installed in apt's cache (100 MB)
+BASE_EXCLUDED = "./var/cache/apt/archives/*.deb"
 DIGEST_LABEL = "schemashift.digest"
 
 
@@ -88,14 +91,16 @@ def reusable(engine: str, tag: str, want: str) -> str | None:
 
 def build_base(engine: str) -> tuple[str, str, str]:
     """(tag, id, digest) of the debootstrap base, built unless ours is present."""
-    want = digest(DEBIAN_SUITE.encode(), BASE_PACKAGES.encode())
+    want = digest(DEBIAN_SUITE.encode(), BASE_PACKAGES.encode(), BASE_EXCLUDED.encode())
     tag = f"localhost/schemashift-base:{DEBIAN_SUITE}-{want[:16]}"
     image_id = reusable(engine, tag, want)
     if image_id is None:
         with tempfile.TemporaryDirectory() as root:
             debootstrap = ["debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}"]
             run([*debootstrap, DEBIAN_SUITE, root, apt_mirror()])
-            tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
+            tar = subprocess.Popen(
+                ["tar", "-C", root, f"--exclude={BASE_EXCLUDED}", "-c", "."], stdout=subprocess.PIPE
+            )
             run([engine, "import", "--change", f"LABEL {DIGEST_LABEL}={want}", "-", tag], stdin=tar.stdout)
             tar.wait()
         image_id = inspect(engine, tag)["id"]
