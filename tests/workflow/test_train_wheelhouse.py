@@ -1,5 +1,6 @@
-"""The GPU train images' wheelhouse lists (containers/wheelhouse.py): torch's CUDA build first and
-held by the constraint, then exactly the stack's extra; never the CPU torch, never the other stack."""
+"""The GPU train images' wheelhouse lists (containers/wheelhouse.py) and their recipe
+(containers/train.Dockerfile): torch's CUDA build first and held by the constraint, then exactly
+the stack's extra; never the CPU torch, never the other stack."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import wheelhouse  # noqa: E402
 EXTRAS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
 DEPENDENCIES = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
 STACKS = {"train-vllm": "vllm", "train-unsloth": "unsloth"}
+DOCKERFILE = (REPO / "containers" / "train.Dockerfile").read_text()
 
 
 def lines(text: str) -> list[str]:
@@ -58,3 +60,17 @@ def test_wheelhouse_refuses_a_cpu_torch_among_a_train_images_wheels(tmp_path):
     with pytest.raises(SystemExit, match=r"torch-2\.13\.0\+cpu"):
         wheelhouse._refuse_local_torch(tmp_path)
 
+
+def test_train_image_is_built_from_the_local_base_and_its_wheelhouse_only():
+    assert re.search(r"^ARG BASE_IMAGE=\S+$", DOCKERFILE, re.M) and "FROM ${BASE_IMAGE}" in DOCKERFILE
+    assert "nvidia/cuda" not in DOCKERFILE and "apt-get" not in DOCKERFILE
+    installs = re.findall(r"pip install (.*?) \\$", DOCKERFILE, re.M)
+    assert len(installs) == len(wheelhouse.FILES)
+    for command, file in zip(installs, wheelhouse.FILES, strict=True):
+        assert "--no-index --find-links /wheels" in command and command.endswith(f"-r /wheels/{file}")
+    assert f"-c /wheels/{wheelhouse.CONSTRAINTS} -r /wheels/requirements.txt" in installs[1]
+    allowed = re.search(r'case "\$STACK" in ([\w|]+)\)', DOCKERFILE).group(1).split("|")
+    assert sorted(allowed) == sorted(STACKS.values())
+    assert "torch.__version__.split('+')[0] == '2.13.0' and torch.version.cuda" in DOCKERFILE
+    assert "SCHEMASHIFT_IMAGE=${IMAGE_TAG}" in DOCKERFILE
+    assert re.search(r"^USER \w+$", DOCKERFILE, re.M), "runs as a non-root user"
