@@ -36,8 +36,9 @@ REPO = Path(__file__).resolve().parents[1]
 WHEELS = REPO / "containers" / "wheels"
 #: installed with --no-deps: its declared dependencies include gradio, which the images never use
 OPENENV = "openenv==0.10.0"
-#: installed before everything else and held by a constraint, as scripts/bootstrap.sh does: an
-#: unpinned request could pull a multi-GB CUDA build where the CPU one fits
+#: installed before everything else and held by a constraint, as scripts/bootstrap.sh does: the
+#: CPU build in the runtime image (an unpinned request could pull the multi-GB CUDA build where
+#: the CPU one fits), the index's CUDA build in the train images
 TORCH = "torch==2.13.0"
 #: extras of pyproject.toml each image installs (with the package's own dependencies)
 EXTRAS = {
