@@ -7,12 +7,13 @@ base model without retraining anything."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
-from workflow_support import copy_repo, job_counts, snakemake, tool
+from workflow_support import copy_repo, job_counts, planned_outputs, snakemake, tool
 
 pytestmark = pytest.mark.skipif(tool("snakemake") is None, reason="snakemake is not installed")
 
@@ -47,6 +48,22 @@ def test_the_gpu_config_plans_the_seed_documents_matrix(repo_copy):
     counts = plan(repo_copy, configfile="config.gpu.yaml")
     assert counts["train"] == 4 and "tiny_model" not in counts
     assert counts["evaluate"] == (2 + 4 * 4) * 2 * 2
+
+
+@pytest.mark.timeout(300)
+def test_the_gpu_config_builds_the_train_image_on_the_local_base(repo_copy):
+    """Under podman, config.gpu.yaml's model rules run in the train image, which the DAG builds
+    from the debootstrap base (after it) and the stack's wheelhouse; training waits for it."""
+    output = snakemake(
+        repo_copy, "--dry-run", "--config", "containers={'engine': 'podman'}",
+        configfile="config.gpu.yaml", env=NO_KEYS,
+    ).stdout  # fmt: skip
+    counts = job_counts(output)
+    assert counts["base_image"] == 1 and counts["train_image"] == 1 and counts["runtime_image"] == 1
+    order = [rule for rule, _ in planned_outputs(output)]
+    assert order.index("base_image") < order.index("train_image") < order.index("train")
+    train_image = next(block for block in output.split("\n\n") if "rule train_image:" in block)
+    assert re.search(r"input: .*containers/base\.image\.json", train_image), train_image
 
 
 def _small_default(copy: Path) -> str:

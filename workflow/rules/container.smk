@@ -49,11 +49,15 @@ rule runtime_image:
         "--base-image {params.base} --out {output.record} --job-shell {output.shell} > {log} 2>&1"
 
 
-# The GPU stack on a CUDA base (containers/train.Dockerfile); only where containers.model_image is train.
+# The GPU stack (containers/train.Dockerfile) on the same base, from the stack's wheelhouse; only
+# where containers.model_image is train.
 rule train_image:
     input:
         dockerfile=f"{REPO}/containers/train.Dockerfile",
+        # the list of what each image installs, and the extras it lists
+        wheelhouse=f"{REPO}/containers/wheelhouse.py",
         pyproject=f"{REPO}/pyproject.toml",
+        base=[BASE] if BASE.endswith(".json") else [],
     output:
         record=f"{IMAGES}/train.image.json",
         shell=job_shell("train"),
@@ -63,13 +67,13 @@ rule train_image:
         "../../envs/runtime.yaml"
     params:
         engine=JOB_ENGINE or PLAN.image_engine(),
-        stack=CONTAINERS["train_stack"],
+        # the debootstrap base's record (an input), or an image name
+        base=lambda w, input: input.base[0] if input.base else BASE,
+        image=f"train-{CONTAINERS['train_stack']}",
         script=BUILD_IMAGE,
-        context=lambda w, input: Path(input.dockerfile).parents[1],
     shell:
-        "python {params.script} --engine {params.engine} --image train --stack {params.stack} "
-        "--dockerfile {input.dockerfile} --context {params.context} "
-        "--out {output.record} --job-shell {output.shell} > {log} 2>&1"
+        "python {params.script} --engine {params.engine} --image {params.image} --dockerfile {input.dockerfile} "
+        "--base-image {params.base} --out {output.record} --job-shell {output.shell} > {log} 2>&1"
 
 
 # The environment server's image (containers/env.Dockerfile, docs/server.md).

@@ -1,13 +1,13 @@
 """Build a container image and record it, for the workflow's image rules (container.smk).
 
 Three kinds:
-- `--debootstrap`: a minimal Debian base with python3, for podman machines that cannot pull from
-  a registry (the Debian mirror is the one this machine's apt sources name);
-- `--image runtime`: an image whose build context is its wheelhouse (containers/wheelhouse.py),
-  tagged `localhost/schemashift-runtime:<digest>`, the digest being of its Dockerfile, its
-  requirement files, the wheels and the base image's id;
-- `--image train --stack S`: containers/train.Dockerfile with the repository as context, tagged
-  `localhost/schemashift-train:<S>-<digest>` (of the Dockerfile, the stack's pyproject extra and S);
+- `--debootstrap`: a minimal Debian base with python3 (and gcc with the Python headers, which
+  triton's JIT compiles with in the train image), for podman machines that cannot pull from a
+  registry (the Debian mirror is the one this machine's apt sources name);
+- `--image NAME` (runtime, train-vllm, train-unsloth): an image whose build context is its
+  wheelhouse (containers/wheelhouse.py), tagged `localhost/schemashift-<NAME>:<digest>`, the
+  digest being of its Dockerfile, its requirement files, the wheels, the base image's id and
+  its build arguments (a train image's STACK);
 - otherwise a Dockerfile with the repository as context under the `--tag` given (the server image).
 
 The podman and docker image stores are machine-wide: someone else may remove our image or put
@@ -29,7 +29,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DEBIAN_SUITE = "bookworm"
-BASE_PACKAGES = "python3,python3-venv,python3-pip,ca-certificates"
+BASE_PACKAGES = "python3,python3-venv,python3-pip,ca-certificates,gcc,libc6-dev,python3-dev"
+#: left out of the base: debootstrap leaves the packages it installed in apt's cache (100 MB)
+BASE_EXCLUDED = "./var/cache/apt/archives/*.deb"
 DIGEST_LABEL = "schemashift.digest"
 
 
@@ -88,14 +90,16 @@ def reusable(engine: str, tag: str, want: str) -> str | None:
 
 def build_base(engine: str) -> tuple[str, str, str]:
     """(tag, id, digest) of the debootstrap base, built unless ours is present."""
-    want = digest(DEBIAN_SUITE.encode(), BASE_PACKAGES.encode())
+    want = digest(DEBIAN_SUITE.encode(), BASE_PACKAGES.encode(), BASE_EXCLUDED.encode())
     tag = f"localhost/schemashift-base:{DEBIAN_SUITE}-{want[:16]}"
     image_id = reusable(engine, tag, want)
     if image_id is None:
         with tempfile.TemporaryDirectory() as root:
             debootstrap = ["debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}"]
             run([*debootstrap, DEBIAN_SUITE, root, apt_mirror()])
-            tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
+            tar = subprocess.Popen(
+                ["tar", "-C", root, f"--exclude={BASE_EXCLUDED}", "-c", "."], stdout=subprocess.PIPE
+            )
             run([engine, "import", "--change", f"LABEL {DIGEST_LABEL}={want}", "-", tag], stdin=tar.stdout)
             tar.wait()
         image_id = inspect(engine, tag)["id"]
@@ -115,22 +119,23 @@ def base_id(engine: str, base: str) -> str:
     return inspect(engine, base)["id"]
 
 
-def build_from_wheelhouse(
-    engine: str, name: str, dockerfile: str, parent: str
-) -> tuple[str, str, str, list[str]]:
-    """(tag, id, digest, wheels) of image `name` on the base image of id `parent`, built from its
-    wheelhouse unless ours is present."""
+def build_from_wheelhouse(engine: str, name: str, dockerfile: str, parent: str) -> dict:
+    """The record fields (tag, id, digest, wheels; gpu for a train image) of image `name` on the
+    base image of id `parent`, built from its wheelhouse unless ours is present."""
     sys.path.insert(0, str(REPO / "containers"))
     import wheelhouse
 
     context = wheelhouse.fill(name)
     files = wheelhouse.requirements(name)
     wheels = sorted(path.name for path in context.glob("*.whl"))
+    stack = wheelhouse.stack(name)
+    build_args = {"STACK": stack} if stack else {}
     want = digest(
         Path(dockerfile).read_bytes(),
         *(f"{file}\n{text}".encode() for file, text in sorted(files.items())),
         "\n".join(wheels).encode(),
         parent.encode(),
+        *(f"{arg}={value}".encode() for arg, value in sorted(build_args.items())),
     )
     tag = f"localhost/schemashift-{name}:{want[:16]}"
     image_id = reusable(engine, tag, want)
@@ -140,6 +145,7 @@ def build_from_wheelhouse(
                 *[engine, "build", *(["--format", "docker"] if engine == "podman" else [])],
                 *["--pull=never", "-f", dockerfile, "--label", f"{DIGEST_LABEL}={want}"],
                 *["--build-arg", f"BASE_IMAGE={parent}", "--build-arg", f"IMAGE_TAG={tag}"],
+                *[arg for name_value in build_args.items() for arg in ("--build-arg", "=".join(name_value))],
                 *["-t", tag, str(context)],
             ]
         )
@@ -147,27 +153,8 @@ def build_from_wheelhouse(
         if found is None or found["labels"].get(DIGEST_LABEL) != want:
             sys.exit(f"build_image: {tag} changed under us while it was built (another user?); build again")
         image_id = found["id"]
-    return tag, image_id, want, wheels
-
-
-def build_train(engine: str, dockerfile: str, context: str, stack: str) -> tuple[str, str, str]:
-    """(tag, id, digest) of the GPU training image of `stack`, built unless ours is present."""
-    import tomllib
-
-    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    want = digest(Path(dockerfile).read_bytes(), "\n".join(extras[stack]).encode(), stack.encode())
-    tag = f"localhost/schemashift-train:{stack}-{want[:16]}"
-    image_id = reusable(engine, tag, want)
-    if image_id is None:
-        run(
-            [
-                *[engine, "build", *(["--format", "docker"] if engine == "podman" else [])],
-                *["-f", dockerfile, "--label", f"{DIGEST_LABEL}={want}"],
-                *["--build-arg", f"STACK={stack}", "--build-arg", f"IMAGE_TAG={tag}", "-t", tag, context],
-            ]
-        )
-        image_id = inspect(engine, tag)["id"]
-    return tag, image_id, want
+    # a train image's jobs get the host's GPUs from the job shell
+    return dict(tag=tag, id=image_id, digest=want, wheels=wheels, **({"gpu": True} if stack else {}))
 
 
 def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
@@ -201,7 +188,6 @@ def main() -> None:
         "--base-image", default="python:3.11-slim", help="an image name, or the record of a built base"
     )
     parser.add_argument("--wheelhouse", action="store_true", help="fill the server's wheelhouse first")
-    parser.add_argument("--stack", choices=["vllm", "unsloth"], help="GPU stack of the train image")
     parser.add_argument("--job-shell", help="write the job shell of the image here")
     args = parser.parse_args()
     out = Path(args.out).resolve()
@@ -209,17 +195,13 @@ def main() -> None:
     if args.debootstrap:
         tag, image_id, want = build_base(args.engine)
         record.update(tag=tag, id=image_id, digest=want, base_image=None)
-    elif args.image == "train":
-        if not (args.dockerfile and args.stack):
-            parser.error("--image train needs --dockerfile and --stack")
-        tag, image_id, want = build_train(args.engine, args.dockerfile, args.context, args.stack)
-        record.update(tag=tag, id=image_id, digest=want, base_image=None, gpu=True)
     elif args.image:
         if not args.dockerfile:
             parser.error("--image needs --dockerfile")
         parent = base_id(args.engine, args.base_image)
-        tag, image_id, want, wheels = build_from_wheelhouse(args.engine, args.image, args.dockerfile, parent)
-        record.update(tag=tag, id=image_id, digest=want, base_image=parent, wheels=wheels)
+        record.update(
+            build_from_wheelhouse(args.engine, args.image, args.dockerfile, parent), base_image=parent
+        )
     else:
         if not (args.dockerfile and args.tag):
             parser.error("--dockerfile and --tag are required unless --debootstrap or --image")
