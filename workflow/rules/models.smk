@@ -13,14 +13,14 @@ rule tiny_model:
         f"{RESULTS}/logs/models/{{model}}.log",
     wildcard_constraints:
         model=PLAN.built_model_pattern("tiny"),
+    # Every training run and model evaluation waits on it: started first, it no longer waits
+    # behind the baseline shards (which then fill the other cores).
+    priority: 10
     conda:
         "../../envs/model.yaml"
     container:
         image("model")
     threads: 1
-    # Every training run and model evaluation waits on it: started first, it no longer waits
-    # behind the baseline shards (which then fill the other cores).
-    priority: 10
     params:
         code=CODE["tiny_model"],
     shell:
