@@ -74,8 +74,28 @@ def test_batched_and_sequential_play_agree_exactly_in_float64(tiny_model: Path) 
         assert without_timing(one) == without_timing(other)
 
 
-def test_token_counts_match_the_tokenizer_and_transformers_generate(tiny_model: Path) -> None:
+def template_ids(engine, messages) -> list[int]:
+    """The prompt's token ids straight through the chat template (no cached pieces)."""
+    return engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)[
+        "input_ids"
+    ]
+
+
+def greedy_reference(network, engine, ids: list[int]):
+    """transformers' own greedy decode of one prompt, with the engine's stop and pad ids."""
     import torch
+
+    return network.generate(
+        input_ids=torch.tensor([ids]),
+        attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+        max_new_tokens=MAX_NEW_TOKENS,
+        do_sample=False,
+        eos_token_id=engine.stop_ids,
+        pad_token_id=engine.pad_id,
+    )[0, len(ids) :]
+
+
+def test_token_counts_match_the_tokenizer_and_transformers_generate(tiny_model: Path) -> None:
 
     p = policy(tiny_model)
     engine = p.engine
@@ -85,18 +105,9 @@ def test_token_counts_match_the_tokenizer_and_transformers_generate(tiny_model: 
         prompts.append(Conversation.for_ruleset(LEGACY, env.reset(scenario, 0)).messages())
     completions = engine.generate(prompts, [0, 0])
     for messages, completion in zip(prompts, completions, strict=True):
-        ids = engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)[
-            "input_ids"
-        ]
+        ids = template_ids(engine, messages)
         assert completion.tokens_in == len(ids)
-        reference = engine.network.generate(
-            torch.tensor([ids]),
-            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-            max_new_tokens=MAX_NEW_TOKENS,
-            do_sample=False,
-            eos_token_id=engine.stop_ids,
-            pad_token_id=engine.pad_id,
-        )[0, len(ids) :]
+        reference = greedy_reference(engine.network, engine, ids)
         assert completion.tokens_out == len(reference)
         assert completion.text == engine.tokenizer.decode(reference, skip_special_tokens=True)
 
@@ -140,17 +151,7 @@ def test_a_peft_adapter_is_loaded_and_changes_the_outputs(tiny_model: Path, tmp_
     engine = adapted.engine
     assert not isinstance(engine.network, PeftModel)
     for messages, text in zip(prompts, adapted_texts, strict=True):
-        ids = engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)[
-            "input_ids"
-        ]
-        reference = unmerged.eval().generate(
-            input_ids=torch.tensor([ids]),
-            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-            max_new_tokens=MAX_NEW_TOKENS,
-            do_sample=False,
-            eos_token_id=engine.stop_ids,
-            pad_token_id=engine.pad_id,
-        )[0, len(ids) :]
+        reference = greedy_reference(unmerged.eval(), engine, template_ids(engine, messages))
         assert text == engine.tokenizer.decode(reference, skip_special_tokens=True)
 
 
