@@ -431,8 +431,10 @@ def training_figure(a: Analysis) -> Figure:
         ax.plot(shown["step"], shown["smooth"], color=color, linewidth=2.2, label=run)
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("mean reward of the step's completions")
-    title = "raw (thin) and smoothed (thick)" if smoothing else "raw, each step marked (too few steps to smooth)"
-    figure.suptitle(f"Training reward: {title}", fontsize=12)
+    shown_as = (
+        "raw (thin) and smoothed (thick)" if smoothing else "raw, each step marked (too few steps to smooth)"
+    )
+    figure.suptitle(f"Training reward: {shown_as}", fontsize=12)
     figure.legend(title="training run", loc="outside right upper", frameon=False)
     return figure
 

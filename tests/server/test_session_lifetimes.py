@@ -340,7 +340,10 @@ def test_an_mcp_client_holding_its_get_stream_open_is_released_after_the_session
 def test_an_mcp_client_that_only_polls_is_released_after_the_session_timeout():
     """Requests that play nothing (ping, tools/list, a tool call refused before reset) do not
     count: only a reset or a step does."""
-    with running_server(max_sessions=1, session_timeout_s=MCP_TIMEOUT_S) as url, httpx.Client(timeout=10) as http:
+    with (
+        running_server(max_sessions=1, session_timeout_s=MCP_TIMEOUT_S) as url,
+        httpx.Client(timeout=10) as http,
+    ):
         headers = open_mcp_session(http, url)
         refused_call = {"name": "inspect_schema", "arguments": {"tool": "mail"}}
         polls = [

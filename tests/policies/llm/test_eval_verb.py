@@ -49,7 +49,8 @@ def test_eval_with_an_api_model_writes_the_run_files(tmp_path: Path, capsys) -> 
         r["status"] == "graded" and r["policy"] == "openai:m" and r["harness"] == "default" for r in rows
     )
     assert all(
-        r["base_model"] == "m" and json.loads(r["generation_config"])["format_version"] == FORMAT_VERSION for r in rows
+        r["base_model"] == "m" and json.loads(r["generation_config"])["format_version"] == FORMAT_VERSION
+        for r in rows
     )
     assert len({r["run_id"] for r in rows}) == 1
     assert "4 resumed" in capsys.readouterr().out

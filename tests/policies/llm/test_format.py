@@ -136,7 +136,7 @@ def test_compaction_leaves_room_for_later_turns() -> None:
         conversation.add_turn(action_text(action), observation)
         conversation.messages()
         dropped.append(conversation.dropped)
-    changes = sum(1 for a, b in zip(dropped, dropped[1:]) if a != b)
+    changes = sum(1 for a, b in zip(dropped[:-1], dropped[1:], strict=True) if a != b)
     assert dropped[-1] >= 2 and changes < dropped[-1]
 
 
