@@ -1,15 +1,24 @@
-"""Device check of GRPO training: one stack per process, a few steps that learn, a checkpoint
-saved, evaluated and resumed; figures printed; a non-zero exit on any failure.
+"""Device check of GRPO training on the machine that is lent: one part per process, figures
+printed, a non-zero exit on any failure. `scripts/device-check.sh run` runs every part in turn,
+with what `.device/` carries installed (docs/training.md, "Device check").
 
-    python benchmarks/train_gpu_smoke.py --stack transformers [--steps 3] [--model DIR] [--workdir DIR]
-    python benchmarks/train_gpu_smoke.py --stack transformers --cpu     # the same check on CPU (CI)
+    python benchmarks/train_gpu_smoke.py environment [--cpu]
+    python benchmarks/train_gpu_smoke.py stack --stack transformers [--steps 3] [--model DIR] [--cpu]
+    python benchmarks/train_gpu_smoke.py real-shape [--model DIR] [--cpu]
 
-A two-step supervised warm start, which must run on the training device, precedes GRPO.
-The tiny model trains on its own curriculum (v1 `customer_lookup` at its training seeds), so the
-rewards of a group differ and loss and gradient are not zero. The run stops after `steps - 1`
-steps (a checkpoint per step), that checkpoint is evaluated (one episode through evaluation's
-`hf:` policy on the training device), then the run resumes to `steps`. Exit status: 0 passed,
-1 a check failed, 2 the stack is absent or no CUDA (without --cpu).
+- `environment`: the versions that will train, the GPU and its driver; fails on a driver older
+  than torch's CUDA build needs (`train.backends.driver_problem`).
+- `stack`: the tiny model trains on its own curriculum (v1 `customer_lookup` at its training
+  seeds), so the rewards of a group differ and loss and gradient are not zero. A two-step
+  supervised warm start, which must run on the training device, precedes GRPO (not on Unsloth,
+  whose model arrives with its adapter: `sft_steps` 0 there). The run stops after `steps - 1`
+  steps (a checkpoint per step), that checkpoint is evaluated (one episode through evaluation's
+  `hf:` policy on the training device), then the run resumes to `steps`.
+- `real-shape`: one GRPO step of a random-weight model of Qwen2.5-1.5B's shape (151,936-token
+  logits, head dim 128, 28 layers, bf16; on a CPU `CPU_SHAPE`, the same mechanics at a width
+  two cores train) with the tiny model's tokenizer; its seconds and peak memory against
+  `train.memory`'s estimate for the longest sequence it trained.
+Exit status: 0 passed, 1 a check failed, 2 the stack is absent or no CUDA (without --cpu).
 """
 
 from __future__ import annotations
@@ -23,6 +32,34 @@ from pathlib import Path
 
 TURN_TOKENS = 128
 EPISODES_PER_STEP = 4
+SFT_STEPS = 2
+#: Qwen2.5-1.5B-Instruct's shape (its config.json), the model of config.gpu.yaml's runs
+QWEN25_15B = {
+    "hidden_size": 1536,
+    "intermediate_size": 8960,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 12,
+    "num_key_value_heads": 2,
+    "vocab_size": 151936,
+    "max_position_embeddings": 32768,
+    "rope_theta": 1000000.0,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": True,
+}
+#: the CPU mode's stand-in: Qwen2.5-1.5B's head dim (128) and grouped attention at a width and
+#: vocabulary two cores train in seconds; the mechanics are the same, the figures are not
+CPU_SHAPE = {
+    "hidden_size": 256,
+    "intermediate_size": 1024,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "vocab_size": 8192,
+}
+#: the measured peak may exceed the estimate by this factor before the check fails
+MEMORY_TOLERANCE = 1.5
+#: tokens per turn of the real-shape step (a random model writes every turn to the limit)
+REAL_SHAPE_TURN_TOKENS = 64
 
 
 def _config(model: Path, steps: int, stack: str) -> dict:
@@ -44,8 +81,9 @@ def _config(model: Path, steps: int, stack: str) -> dict:
         "warmup_steps": 0,
         "load_in_4bit": False,
         "go_no_go_step": 1,
-        # a short supervised warm start, which must run on the training device
-        "sft_steps": 2,
+        # a short supervised warm start, which must run on the training device (Unsloth's model
+        # arrives with its adapter, and the trainer refuses a warm start there)
+        "sft_steps": 0 if stack == "unsloth" else SFT_STEPS,
         "sft_seeds": 1,
     }
     spec = {
@@ -118,35 +156,170 @@ def check(stack: str, model: Path, workdir: Path, steps: int, device: str) -> li
         failures.append("the adapter did not move")
     if not (out / "train.done.json").exists():
         failures.append("no train.done.json after the resumed run")
-    warm = json.loads((out / "sft-adapter" / "sft.json").read_text())
-    print(f"warm start: {warm['steps']} steps on {warm['device']}")
-    if warm["device"].split(":")[0] != device:
-        failures.append(f"the warm start ran on {warm['device']}, not {device}")
+    if stack != "unsloth":
+        warm = json.loads((out / "sft-adapter" / "sft.json").read_text())
+        print(f"warm start: {warm['steps']} steps on {warm['device']}")
+        if warm["device"].split(":")[0] != device:
+            failures.append(f"the warm start ran on {warm['device']}, not {device}")
     settings = json.loads((out / EFFECTIVE_SETTINGS).read_text())
-    print(f"effective settings recorded for {settings['backend']}: optim {settings['settings']['optim']}")
+    estimate = settings["memory_estimate_gib"]["peak"]
+    print(
+        f"effective settings recorded for {settings['backend']}: optim {settings['settings']['optim']}, "
+        f"quantization {settings['quantization']}, estimated peak {estimate:.2f} GiB"
+    )
+    return failures
+
+
+def environment(cpu: bool) -> list[str]:
+    """Print what will train here; the failures (a driver older than torch's CUDA build needs)."""
+    import importlib.metadata
+    import platform
+
+    import torch
+
+    from schemashift.train.backends import driver_problem, driver_version
+
+    versions = []
+    for name in ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "pyarrow"):
+        try:
+            versions.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(f"{name} absent")
+    print(f"python {platform.python_version()}; " + ", ".join(versions))
+    driver = driver_version()
+    driver_text = ".".join(map(str, driver)) if driver else "none"
+    print(f"torch CUDA build {torch.version.cuda}, NVIDIA driver {driver_text}")
+    problem = driver_problem(torch.version.cuda, driver)
+    if problem:
+        return [problem]
+    if not torch.cuda.is_available():
+        return [] if cpu else ["no CUDA device visible to torch"]
+    props = torch.cuda.get_device_properties(0)
+    print(f"GPU {props.name}, {props.total_memory / 2**30:.1f} GiB, capability {props.major}.{props.minor}")
+    return []
+
+
+def _real_shape_model(tokenizer_dir: Path, out: Path, device: str) -> Path:
+    """A random-weight model of Qwen2.5-1.5B's shape (`CPU_SHAPE`'s on a CPU) with the tiny
+    model's tokenizer and template; built on the training device, in the dtype training loads."""
+    import shutil
+
+    import torch
+    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    shape = QWEN25_15B if device == "cuda" else {**QWEN25_15B, **CPU_SHAPE}
+    config = Qwen2Config(
+        **shape,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = Qwen2ForCausalLM(config).to(dtype)
+    model.save_pretrained(out)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
+        if (tokenizer_dir / name).is_file():
+            shutil.copy(tokenizer_dir / name, out / name)
+    print(f"real-shape model: {sum(p.numel() for p in model.parameters()) / 1e9:.3f} B parameters, {dtype}")
+    del model
+    return out
+
+
+def real_shape(tokenizer_dir: Path, workdir: Path, device: str) -> list[str]:
+    """One GRPO step of the real-shape model; seconds and peak memory against the estimate."""
+    from transformers import AutoTokenizer
+
+    from schemashift.train.memory import ModelShape, estimate_gib
+    from schemashift.train.runs import resolve_run
+    from schemashift.train.trainer import EFFECTIVE_SETTINGS, train
+
+    model = _real_shape_model(tokenizer_dir, workdir / "real-shape-model", device)
+    config = _config(model, 1, "transformers")
+    overrides = config["train"]["runs"]["check"]["overrides"]
+    overrides.update(sft_steps=0, max_turn_tokens=REAL_SHAPE_TURN_TOKENS)
+    overrides["max_prompt_tokens"] = 8192 - REAL_SHAPE_TURN_TOKENS
+    out = workdir / "run-real-shape"
+    started = time.perf_counter()
+    train(config, "check", out)
+    seconds = time.perf_counter() - started
+    row = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    history = json.loads((out / "checkpoint-1" / "trainer_state.json").read_text())["log_history"]
+    logged = next(entry for entry in history if "completions/max_length" in entry)
+    run = resolve_run(config, "check")
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    from schemashift.train.dataset import build_rows
+
+    prompt = max(
+        len(tokenizer.apply_chat_template(r["prompt"], tokenize=True, add_generation_prompt=True))
+        for r in build_rows(run)[:EPISODES_PER_STEP]
+    )
+    longest = prompt + int(logged["completions/max_length"])
+    settings = json.loads((out / EFFECTIVE_SETTINGS).read_text())
+    estimate = estimate_gib(
+        ModelShape.of(json.loads((model / "config.json").read_text())),
+        weight_bytes=int(settings["memory_estimate_gib"]["weights"] * 2**30),
+        dtype="bfloat16" if device == "cuda" else "float32",
+        sequence_tokens=longest,
+        rollout_episodes=EPISODES_PER_STEP,
+        lora_rank=run["lora_r"],
+        lora_targets=list(run["lora_target_modules"]),
+    )
+    peak = row["peak_gpu_mem_gb"]
+    print(
+        f"real shape: 1 step in {row['seconds_per_step']:.1f} s ({seconds:.0f} s with loading), longest "
+        f"sequence {longest} tokens, loss {row['loss']}, grad norm {row['grad_norm']}, model tokens "
+        f"{row['completion_tokens']}"
+    )
+    print(
+        "memory estimate (GiB): "
+        + ", ".join(f"{key} {value:.2f}" for key, value in estimate.items())
+        + (f"; measured peak {peak:.2f} GiB, {peak / estimate['peak']:.2f}x the estimate" if peak else "")
+    )
+    failures = []
+    if row["step"] != 1:
+        failures.append(f"the real-shape step logged step {row['step']}")
+    if row["loss"] is None or row["loss"] != row["loss"]:
+        failures.append(f"the real-shape step's loss is {row['loss']}")
+    if peak is not None and peak > MEMORY_TOLERANCE * estimate["peak"]:
+        failures.append(
+            f"peak memory {peak:.2f} GiB exceeds {MEMORY_TOLERANCE}x the estimate {estimate['peak']:.2f} GiB"
+        )
     return failures
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stack", required=True, choices=("transformers", "unsloth", "vllm"))
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--model", default=None, help="a tiny model built already (default: built here)")
-    parser.add_argument("--workdir", default=None, help="keep the model and runs here (default: a temp dir)")
-    parser.add_argument("--cpu", action="store_true", help="run the check on the CPU (transformers only)")
+    parts = parser.add_subparsers(dest="part", required=True)
+    env = parts.add_parser("environment", help="versions, GPU and driver")
+    stack = parts.add_parser("stack", help="train, save, evaluate and resume the tiny model on one stack")
+    stack.add_argument("--stack", required=True, choices=("transformers", "unsloth", "vllm"))
+    stack.add_argument("--steps", type=int, default=3)
+    shape = parts.add_parser("real-shape", help="one GRPO step at Qwen2.5-1.5B's shape")
+    for part in (env, stack, shape):
+        part.add_argument("--cpu", action="store_true", help="run on the CPU (transformers only)")
+    for part in (stack, shape):
+        part.add_argument("--model", default=None, help="a tiny model built already (default: built here)")
+        part.add_argument("--workdir", default=None, help="keep models and runs here (default: a temp dir)")
     args = parser.parse_args(argv)
-    if args.steps < 2:
+    if args.part == "stack" and args.steps < 2:
         parser.error("--steps must be at least 2 (one step before the resume, one after)")
 
     from schemashift.train.backends import BackendUnavailable, cuda_available, select_backend
 
-    if not cuda_available() and not (args.cpu and args.stack == "transformers"):
-        print(f"no CUDA here: {args.stack} not checked (--cpu checks the transformers stack on the CPU)")
+    if args.part == "environment":
+        failures = environment(args.cpu)
+        return _verdict("environment", failures)
+    wanted = args.stack if args.part == "stack" else "transformers"
+    if not cuda_available() and not (args.cpu and wanted == "transformers"):
+        print(f"no CUDA here: {wanted} not checked (--cpu checks the transformers stack on the CPU)")
         return 2
     try:
-        select_backend(args.stack)
+        select_backend(wanted)
     except BackendUnavailable as exc:
-        print(f"{args.stack} absent: {exc}")
+        print(f"{wanted} absent: {exc}")
         return 2
     import torch
 
@@ -161,12 +334,19 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(args.workdir) if args.workdir else Path(scratch)
         model = Path(args.model) if args.model else cached_tiny_model(workdir)
         try:
-            failures = check(args.stack, model, workdir, args.steps, device)
+            if args.part == "stack":
+                failures = check(args.stack, model, workdir, args.steps, device)
+            else:
+                failures = real_shape(model, workdir, device)
         except Exception as exc:  # noqa: BLE001 - any failure is the check's result
             failures = [f"{type(exc).__name__}: {exc}"]
+    return _verdict(wanted if args.part == "stack" else args.part, failures)
+
+
+def _verdict(name: str, failures: list[str]) -> int:
     for failure in failures:
         print(f"FAILED: {failure}")
-    print(f"{args.stack}: {'FAILED' if failures else 'passed'}")
+    print(f"{name}: {'FAILED' if failures else 'passed'}")
     return 1 if failures else 0
 
 

@@ -89,6 +89,30 @@ def read_checkpoint_manifest(checkpoint: str | Path) -> dict[str, Any]:
         ) from None
 
 
+def chat_template_sha256(template: str | None) -> str | None:
+    """The hash of a tokenizer's chat template: a checkpoint's manifest records the template the
+    trainer rendered with (Unsloth may rewrite it), evaluation compares its own with it."""
+    if template is None:
+        return None
+    text = template if isinstance(template, str) else json.dumps(template, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def check_chat_template(adapter: str | Path | None, template: str | None) -> None:
+    """Refuse to evaluate a checkpoint through another chat template than it was trained with:
+    the prompts would differ from training's in every token of the format."""
+    if adapter is None or not (Path(adapter) / CHECKPOINT_MANIFEST).is_file():
+        return
+    trained = read_checkpoint_manifest(adapter).get("chat_template_sha256")
+    evaluated = chat_template_sha256(template)
+    if trained is not None and trained != evaluated:
+        raise ValueError(
+            f"{adapter} was trained with a chat template of sha256 {trained[:12]}, and evaluation's "
+            f"tokenizer has another ({str(evaluated)[:12]}): the prompts would not be the ones it learned "
+            f"on; evaluate it with the tokenizer it was trained with"
+        )
+
+
 def evaluated_identity(adapter: str | Path | None) -> dict[str, Any]:
     """The training run and optimizer step behind a local model's weights, as its rows carry them.
 

@@ -35,6 +35,8 @@ episode off there, as a turn limit would: the engine could not take it.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -288,12 +290,43 @@ class ClosedLoopRollout:
                 self._vllm = None
         from trl.models import unwrap_model_for_generation
 
-        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
+        with (
+            kept_gradient_checkpointing(trainer.model),
+            unwrap_model_for_generation(
+                trainer.model_wrapped,
+                trainer.accelerator,
+                gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+                gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
+            ) as model,
+        ):
             return self.play(model, prompts)
 
     def drain(self) -> list[dict[str, Any]]:
         finished, self.finished = self.finished, []
         return finished
+
+
+@contextmanager
+def kept_gradient_checkpointing(model: Any) -> Iterator[None]:
+    """Restore every module's gradient-checkpointing switch and function after generation.
+
+    TRL's unwrap turns checkpointing off to generate and back on with Hugging Face's
+    `gradient_checkpointing_enable`, which installs Hugging Face's checkpoint function: a stack
+    that installed its own (Unsloth's offloading one) would train every later step with another.
+    What was installed before the rollout is what the training step after it uses.
+    """
+    kept = [
+        (module, module.gradient_checkpointing, module.__dict__.get("_gradient_checkpointing_func"))
+        for module in model.modules()
+        if hasattr(module, "gradient_checkpointing")
+    ]
+    try:
+        yield
+    finally:
+        for module, switch, function in kept:
+            module.gradient_checkpointing = switch
+            if function is not None:
+                module._gradient_checkpointing_func = function
 
 
 def reward_function(variant: str):

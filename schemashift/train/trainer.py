@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from schemashift import provenance
-from schemashift.lineage import RUN_INDEX, run_index
+from schemashift.lineage import RUN_INDEX, chat_template_sha256, run_index
 from schemashift.rollout.io import write_json
 from schemashift.train import backends as stacks
 from schemashift.train.checkpoints import (
@@ -149,8 +149,12 @@ def _load_model(run: TrainRun, stack: str, use_cpu: bool):
             max_seq_length=engine_length(run),
             use_exact_model_name=True,
         )
+        # Unsloth initialises the adapter from its own fixed random_state (3407) unless told:
+        # repeats of a run (seed + 0, 1, ...) must start from different adapters
         model = FastLanguageModel.get_peft_model(
-            model, **{k: v for k, v in lora_kwargs(run).items() if k != "task_type"}
+            model,
+            **{k: v for k, v in lora_kwargs(run).items() if k != "task_type"},
+            random_state=run["seed"],
         )
         return model, tokenizer, None
     import torch
@@ -169,6 +173,33 @@ def _load_model(run: TrainRun, stack: str, use_cpu: bool):
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer, LoraConfig(**lora_kwargs(run))
+
+
+def seeded(make: Any, seed: int) -> Any:
+    """`make` with torch's generators seeded first: peft draws a new adapter's A matrices from the
+    global generator, so the run's seed, not whatever ran before, decides them."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        from transformers import set_seed
+
+        set_seed(seed)
+        return make(*args, **kwargs)
+
+    return call
+
+
+def effective_quantization(model: Any) -> str | None:
+    """How the loaded weights are quantised (None: not at all), read off the model itself: a
+    run asks for 4-bit loading, the stack decides whether it happened (bitsandbytes may be absent)."""
+    if getattr(model, "is_loaded_in_4bit", False):
+        return "bitsandbytes-4bit"
+    if getattr(model, "is_loaded_in_8bit", False):
+        return "bitsandbytes-8bit"
+    config = getattr(getattr(model, "config", None), "quantization_config", None)
+    if config is None:
+        return None
+    method = config.get("quant_method") if isinstance(config, dict) else getattr(config, "quant_method", None)
+    return str(getattr(method, "value", method) or "unknown")
 
 
 def _warm_start(model: Any, tokenizer: Any, run: TrainRun, peft_config: Any, out: Path) -> Any:
@@ -191,7 +222,7 @@ def _warm_start(model: Any, tokenizer: Any, run: TrainRun, peft_config: Any, out
     saved = out / "sft-adapter"
     if (saved / "adapter_config.json").is_file():
         return PeftModel.from_pretrained(model, saved, is_trainable=True)
-    model = get_peft_model(model, peft_config)
+    model = seeded(get_peft_model, run["seed"])(model, peft_config)
     conversations = oracle_conversations(
         [run.ruleset], training_seeds(run, run["sft_seeds"]), training_scenarios(run), run["harness"]
     )
@@ -216,6 +247,34 @@ def _warm_start(model: Any, tokenizer: Any, run: TrainRun, peft_config: Any, out
     shutil.rmtree(saved, ignore_errors=True)
     os.replace(staging, saved)
     return model
+
+
+def adapted_model(run: TrainRun, stack: str, use_cpu: bool, out: Path) -> tuple[Any, Any]:
+    """The base model with the run's LoRA adapter, ready for GRPO, and its tokenizer.
+
+    The adapter is applied here on every stack (never by TRL's `peft_config`) so that its
+    initialisation is the run's seed's: after the warm start where the run has one, else a
+    fresh adapter drawn with the run's seed (Unsloth's from its `random_state`).
+    """
+    model, tokenizer, peft_config = _load_model(run, stack, use_cpu)
+    positions = getattr(model.config, "max_position_embeddings", None)
+    if positions is not None and engine_length(run) > positions:
+        raise TrainingError(
+            f"max_prompt_tokens + max_turn_tokens = {engine_length(run)} exceeds the "
+            f"{positions} positions of {run.base_model}; lower max_prompt_tokens"
+        )
+    if run["sft_steps"] > 0:
+        if peft_config is None:
+            raise TrainingError(
+                f"sft_steps {run['sft_steps']}: the warm start is not implemented for the {stack} stack "
+                f"(its model arrives with its adapter); set sft_steps 0 or use the transformers or vllm stack"
+            )
+        model = _warm_start(model, tokenizer, run, peft_config, out)
+    elif peft_config is not None:
+        from peft import get_peft_model
+
+        model = seeded(get_peft_model, run["seed"])(model, peft_config)
+    return model, tokenizer
 
 
 def train(
@@ -249,20 +308,8 @@ def train(
     import torch
 
     use_cpu = not torch.cuda.is_available()
-    model, tokenizer, peft_config = _load_model(run, stack, use_cpu)
-    positions = getattr(model.config, "max_position_embeddings", None)
-    if positions is not None and engine_length(run) > positions:
-        raise TrainingError(
-            f"max_prompt_tokens + max_turn_tokens = {engine_length(run)} exceeds the "
-            f"{positions} positions of {run.base_model}; lower max_prompt_tokens"
-        )
-    if run["sft_steps"] > 0:
-        if peft_config is None:
-            raise TrainingError(
-                f"sft_steps {run['sft_steps']}: the warm start is not implemented for the {stack} stack "
-                f"(its model arrives with its adapter); set sft_steps 0 or use the transformers or vllm stack"
-            )
-        model, peft_config = _warm_start(model, tokenizer, run, peft_config, out), None
+    model, tokenizer = adapted_model(run, stack, use_cpu, out)
+    memory = _memory_estimate(model, run, use_cpu)
 
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
@@ -308,6 +355,8 @@ def train(
         "config_hash": config_hash,
         "git_sha": git_sha,
         "settings": run.settings,
+        "quantization": effective_quantization(model),
+        "chat_template_sha256": chat_template_sha256(tokenizer.chat_template),
     }
     declared = grpo_kwargs(run, str(out), use_cpu=use_cpu, use_vllm=stack == "vllm")
     args = GRPOConfig(**declared)
@@ -317,7 +366,6 @@ def train(
         args=args,
         train_dataset=Dataset.from_list(build_rows(run)),
         processing_class=tokenizer,
-        peft_config=peft_config,
         rollout_func=rollout,
         callbacks=[_callback_class()(run, out, rollout, metrics, facts, _live_logger(run, metrics))],
     )
@@ -326,9 +374,37 @@ def train(
     except SettingsChanged as error:
         raise TrainingError(f"{stack}: {error}") from error
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / EFFECTIVE_SETTINGS, {"backend": stack, "settings": effective})
+    write_json(
+        out / EFFECTIVE_SETTINGS,
+        {
+            "backend": stack,
+            "settings": effective,
+            "quantization": facts["quantization"],
+            "chat_template_sha256": facts["chat_template_sha256"],
+            "memory_estimate_gib": memory,
+        },
+    )
     trainer.train(resume_from_checkpoint=str(previous[1]) if previous else None)
     return _finish(out, run)
+
+
+def _memory_estimate(model: Any, run: TrainRun, use_cpu: bool) -> dict[str, float]:
+    """The run's estimated peak accelerator memory (schemashift.train.memory); a run whose
+    estimate exceeds the GPU it is on is refused before its first rollout."""
+    from schemashift.train.memory import run_estimate_gib
+
+    estimate = run_estimate_gib(model, run.settings, engine_length(run))
+    if not use_cpu:
+        import torch
+
+        total = torch.cuda.get_device_properties(0).total_memory / 2**30
+        if estimate["peak"] > total:
+            raise TrainingError(
+                f"the run needs about {estimate['peak']:.1f} GiB of GPU memory at its peak and the GPU "
+                f"has {total:.1f} GiB ({', '.join(f'{k} {v:.1f}' for k, v in estimate.items())}); lower "
+                f"max_prompt_tokens, the episodes per step or the model size"
+            )
+    return estimate
 
 
 def _live_logger(run: TrainRun, metrics: MetricsLog) -> Any:

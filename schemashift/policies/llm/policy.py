@@ -302,7 +302,7 @@ def _open_cache(common: dict[str, Any]) -> None:
 
 def make_hf_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPolicy:
     """`hf:<model id or directory>[@<adapter directory>]`."""
-    from schemashift.lineage import evaluated_identity
+    from schemashift.lineage import check_chat_template, evaluated_identity
     from schemashift.policies.llm.local import LocalModel
 
     model, _, adapter = spec.partition("@")
@@ -312,6 +312,7 @@ def make_hf_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPolicy:
     # before loading: a checkpoint whose adapter no longer matches its manifest is refused
     identity = evaluated_identity(adapter or None)
     engine = LocalModel(model, adapter or None, **engine_options)
+    check_chat_template(adapter or None, engine.tokenizer.chat_template)
     if common.get("harness") == "tools" and not template_calls_tools(engine.tokenizer.chat_template):
         raise ValueError(f"the chat template of {model!r} has no tool support, which the tools harness needs")
     if common.get("max_prompt_tokens") is None:
