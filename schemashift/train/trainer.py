@@ -321,6 +321,10 @@ def train(
         rollout_func=rollout,
         callbacks=[_callback_class()(run, out, rollout, metrics, facts, _live_logger(run, metrics))],
     )
+    if stack == "vllm":
+        from schemashift.train.weight_sync import install_out_of_place_sync
+
+        install_out_of_place_sync(trainer.vllm_generation)
     try:
         effective = check_effective_settings(declared, trainer.args)
     except SettingsChanged as error:
