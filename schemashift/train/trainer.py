@@ -265,7 +265,7 @@ def train(
         model, peft_config = _warm_start(model, tokenizer, run, peft_config, out), None
 
     from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
 
     from schemashift.rollout.runner import SweepContext
     from schemashift.train.closed_loop import ClosedLoopRollout, reward_function
@@ -311,7 +311,8 @@ def train(
     }
     declared = grpo_kwargs(run, str(out), use_cpu=use_cpu, use_vllm=stack == "vllm")
     args = GRPOConfig(**declared)
-    trainer = GRPOTrainer(
+    trainer = grpo_trainer(
+        stack,
         model=model,
         reward_funcs=[reward_function(run.reward)],
         args=args,
@@ -321,10 +322,6 @@ def train(
         rollout_func=rollout,
         callbacks=[_callback_class()(run, out, rollout, metrics, facts, _live_logger(run, metrics))],
     )
-    if stack == "vllm":
-        from schemashift.train.weight_sync import install_out_of_place_sync
-
-        install_out_of_place_sync(trainer.vllm_generation)
     try:
         effective = check_effective_settings(declared, trainer.args)
     except SettingsChanged as error:
@@ -333,6 +330,20 @@ def train(
     write_json(out / EFFECTIVE_SETTINGS, {"backend": stack, "settings": effective})
     trainer.train(resume_from_checkpoint=str(previous[1]) if previous else None)
     return _finish(out, run)
+
+
+def grpo_trainer(stack: str, **kwargs: Any) -> Any:
+    """TRL's `GRPOTrainer(**kwargs)`; on the vllm stack its weight sync merges the adapter out of
+    place, so that the base weights it trains stay those evaluation loads
+    (schemashift.train.weight_sync)."""
+    from trl import GRPOTrainer
+
+    trainer = GRPOTrainer(**kwargs)
+    if stack == "vllm":
+        from schemashift.train.weight_sync import install_out_of_place_sync
+
+        install_out_of_place_sync(trainer.vllm_generation)
+    return trainer
 
 
 def _live_logger(run: TrainRun, metrics: MetricsLog) -> Any:
