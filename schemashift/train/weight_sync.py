@@ -4,8 +4,9 @@ TRL (1.16, `VLLMGeneration._iter_named_params`) syncs a PEFT model into vLLM by 
 `merge_adapter()`, reading every weight, then `unmerge_adapter()`, at every step. In bf16 that
 does not round-trip: `W + s·BA` rounds, and subtracting `s·BA` again rounds once more, so each
 sync leaves the base weights a little off, and with the adapter moving between syncs the errors
-accumulate (on a Qwen2.5-1.5B-shaped projection, r 16, alpha 32: after 100 syncs 6-29 % of the
-base weights had changed, by 29-43 % of the norm of the LoRA update). The run then trains
+accumulate (issue 29 measured on a Qwen2.5-1.5B-shaped projection, r 16, alpha 32: after 100
+syncs 6-29 % of the base weights had changed, by 29-43 % of the norm of the LoRA update; the
+tests here measure their own figures, docs/training.md). The run then trains
 "drifted base + adapter", TRL's KL reference is the drifted base, and evaluation loads the
 pristine base with the adapter. Upstream: https://github.com/huggingface/trl/issues/6688.
 
