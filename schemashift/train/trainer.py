@@ -312,7 +312,7 @@ def train(
     memory = _memory_estimate(model, run, use_cpu)
 
     from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
 
     from schemashift.rollout.runner import SweepContext
     from schemashift.train.closed_loop import ClosedLoopRollout, reward_function
@@ -360,7 +360,8 @@ def train(
     }
     declared = grpo_kwargs(run, str(out), use_cpu=use_cpu, use_vllm=stack == "vllm")
     args = GRPOConfig(**declared)
-    trainer = GRPOTrainer(
+    trainer = grpo_trainer(
+        stack,
         model=model,
         reward_funcs=[reward_function(run.reward)],
         args=args,
@@ -405,6 +406,20 @@ def _memory_estimate(model: Any, run: TrainRun, use_cpu: bool) -> dict[str, floa
                 f"max_prompt_tokens, the episodes per step or the model size"
             )
     return estimate
+
+
+def grpo_trainer(stack: str, **kwargs: Any) -> Any:
+    """TRL's `GRPOTrainer(**kwargs)`; on the vllm stack its weight sync merges the adapter out of
+    place, so that the base weights it trains stay those evaluation loads
+    (schemashift.train.weight_sync)."""
+    from trl import GRPOTrainer
+
+    trainer = GRPOTrainer(**kwargs)
+    if stack == "vllm":
+        from schemashift.train.weight_sync import install_out_of_place_sync
+
+        install_out_of_place_sync(trainer.vllm_generation)
+    return trainer
 
 
 def _live_logger(run: TrainRun, metrics: MetricsLog) -> Any:

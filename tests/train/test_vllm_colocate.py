@@ -1,6 +1,7 @@
 """GRPO through TRL's vLLM-colocate code path, on CPU: TRL's real trainer, its real
-`VLLMGeneration` (generation, weight sync) and importance-sampling correction, with a stand-in
-engine that has vLLM's API (`vllm_standin`) where vLLM itself would start."""
+`VLLMGeneration` (generation, weight sync, with the out-of-place merge `train.trainer` installs)
+and importance-sampling correction, with a stand-in engine that has vLLM's API (`vllm_standin`)
+where vLLM itself would start."""
 
 from __future__ import annotations
 
@@ -40,23 +41,25 @@ def _run(tiny_model, **overrides):
     return resolve_run({"train": {"runs": {"r": spec}}}, "r")
 
 
-def _train_through_vllm(run, tmp_path, monkeypatch, tiny_model, without_logprobs=False):
+def _train_through_vllm(run, tmp_path, monkeypatch, tiny_model, without_logprobs=False, dtype=None):
     """Train `run` as `train.trainer.train` builds it, on the colocated stand-in engine; returns
     the trainer, the rollout, TRL's logs and the rollout outputs. `without_logprobs`: the rollout
-    hands TRL no log-probabilities, as it did before it returned the engine's."""
+    hands TRL no log-probabilities, as it did before it returned the engine's. `dtype`: the
+    trained model's (the engine's stays float32)."""
     import trl.generation.vllm_generation as vllm_generation
-    import trl.trainer.grpo_trainer as grpo_trainer
+    import trl.trainer.grpo_trainer as trl_grpo_trainer
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
     from vllm_standin import SamplingParams, colocated_generation
 
     from schemashift.train.closed_loop import ClosedLoopRollout, reward_function
     from schemashift.train.dataset import build_rows
+    from schemashift.train.trainer import grpo_trainer
 
     monkeypatch.setattr(vllm_generation, "SamplingParams", SamplingParams, raising=False)
-    monkeypatch.setattr(grpo_trainer, "VLLMGeneration", colocated_generation(str(tiny_model)))
+    monkeypatch.setattr(trl_grpo_trainer, "VLLMGeneration", colocated_generation(str(tiny_model)))
 
     class Rollout(ClosedLoopRollout):
         outputs: list = []
@@ -75,7 +78,7 @@ def _train_through_vllm(run, tmp_path, monkeypatch, tiny_model, without_logprobs
             self.rows.append(dict(logs or {}))
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=dtype)
     rollout = Rollout(
         tokenizer,
         reward=run.reward,
@@ -86,7 +89,8 @@ def _train_through_vllm(run, tmp_path, monkeypatch, tiny_model, without_logprobs
         max_prompt_tokens=run["max_prompt_tokens"],
     )
     args = GRPOConfig(**grpo_kwargs(run, str(tmp_path / "out"), use_cpu=True, use_vllm=True))
-    trainer = GRPOTrainer(
+    trainer = grpo_trainer(
+        "vllm",
         model=model,
         reward_funcs=[reward_function(run.reward)],
         args=args,
@@ -125,6 +129,40 @@ def test_grpo_trains_through_vllm_colocate_with_importance_ratios_near_one(tiny_
             assert all(lp == 0.0 for lp, m in zip(logprobs, mask, strict=True) if m == 0)
             model_logprobs = torch.tensor([lp for lp, m in zip(logprobs, mask, strict=True) if m == 1])
             assert (model_logprobs <= 0).all() and (model_logprobs < 0).any()
+
+
+def test_training_a_bf16_model_keeps_its_base_and_syncs_base_plus_scaled_update(
+    tiny_model, tmp_path, monkeypatch
+):
+    """Two GRPO steps on the bf16 model through TRL's trainer and weight sync: the trained
+    model's base weights stay bit-identical to the loaded ones (TRL's own merge and unmerge
+    change them, TRL issue 6688), and a sync of the trained adapter through TRL's
+    `sync_weights` gives the engine `base + alpha / r · B @ A` up to bf16 rounding."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    run = _run(tiny_model)
+    trainer, _, _ = _train_through_vllm(run, tmp_path, monkeypatch, tiny_model, dtype=torch.bfloat16)
+    loaded = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.bfloat16).state_dict()
+
+    params = dict(trainer.model.named_parameters())
+    for name, param in params.items():
+        if "lora_" not in name:
+            assert torch.equal(
+                param, loaded[name.removeprefix("base_model.model.").replace(".base_layer", "")]
+            ), name
+    trainer.vllm_generation.sync_weights()
+    engine = dict(trainer.vllm_generation.llm.network.named_parameters())
+    scale = run["lora_alpha"] / run["lora_r"]
+    merged = [name for name in params if name.endswith(".base_layer.weight")]
+    assert merged, "LoRA wraps the targeted projections"
+    for name in merged:
+        lora_a = params[name.replace("base_layer", "lora_A.default")]
+        lora_b = params[name.replace("base_layer", "lora_B.default")]
+        assert lora_b.abs().max() > 0, f"{name}: the adapter moved"
+        vllm_name = name.removeprefix("base_model.model.").replace(".base_layer", "")
+        expected = loaded[vllm_name].float() + scale * (lora_b.detach().float() @ lora_a.detach().float())
+        torch.testing.assert_close(engine[vllm_name], expected, rtol=2**-8 * (1 + 1e-3), atol=0)
 
 
 def test_without_the_engines_logprobs_trls_correction_crashes(tiny_model, tmp_path, monkeypatch):

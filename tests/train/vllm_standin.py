@@ -8,7 +8,8 @@ the temperature, as TRL starts vLLM with `logprobs_mode="processed_logprobs"`); 
 `llm_engine.model_config.max_model_len`, with vLLM's refusal of a longer prompt;
 `llm_engine.model_executor.driver_worker.model_runner.model.load_weights` for TRL's weight sync;
 `reset_prefix_cache`. It samples from its own copy of the base model, so the log-probabilities
-it reports are those of the weights TRL last synced into it.
+it reports are those of the weights TRL last synced into it. `RecordingEngine` has the weight
+loading alone, and records what each sync sends.
 """
 
 from __future__ import annotations
@@ -156,6 +157,44 @@ class LLM:
             finish_reason=finish,
         )
         return RequestOutput(request_id, None, list(prompt), None, [completion])
+
+
+class RecordingEngine:
+    """vLLM's weight-loading API alone (`llm_engine...model_runner.model.load_weights`,
+    `reset_prefix_cache`): keeps a copy of the last tensor received under each name, as vLLM
+    copies it into its own weights, and counts the prefix-cache resets."""
+
+    def __init__(self) -> None:
+        self.received: dict[str, torch.Tensor] = {}
+        self.prefix_cache_resets = 0
+        runner = SimpleNamespace(model=SimpleNamespace(load_weights=self.load_weights))
+        self.llm_engine = SimpleNamespace(
+            model_executor=SimpleNamespace(driver_worker=SimpleNamespace(model_runner=runner))
+        )
+
+    def load_weights(self, weights) -> set[str]:
+        loaded = set()
+        for name, tensor in weights:
+            self.received[name] = tensor.detach().clone()
+            loaded.add(name)
+        return loaded
+
+    def reset_prefix_cache(self) -> bool:
+        self.prefix_cache_resets += 1
+        return True
+
+
+def recording_generation(model: Any) -> VLLMGeneration:
+    """TRL's own `VLLMGeneration` over `model` on one CPU process, colocated with a
+    `RecordingEngine`: `sync_weights` is TRL's code."""
+    from accelerate import Accelerator
+
+    class RecordingGeneration(VLLMGeneration):
+        def _init_vllm(self):
+            self.llm = RecordingEngine()
+            self._llm_weights_sleeping = False
+
+    return RecordingGeneration(model=model, accelerator=Accelerator(cpu=True), processing_class=None)
 
 
 def colocated_generation(model_path: str):
