@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
-RECORD_SCHEMA_VERSION = 2
+RECORD_SCHEMA_VERSION = 3
 
 #: schema metadata keys (Parquet files carry them in their footer)
 VERSION_KEY = "schemashift.record_version"
@@ -179,6 +179,20 @@ TRAINING_METRICS_COLUMNS = _columns(
     ("kl", "float64", "KL divergence from the reference policy."),
     ("grad_norm", "float64", "Gradient norm before clipping."),
     ("learning_rate", "float64", "Learning rate at the step."),
+    (
+        "is_ratio_min",
+        "float64",
+        "Smallest importance-sampling ratio (trainer over engine probability of a sampled token, "
+        "after TRL's truncation); null where the stack does not correct for its engine (not vLLM).",
+    ),
+    ("is_ratio_mean", "float64", "Mean importance-sampling ratio; near 1 when engine and trainer agree."),
+    ("is_ratio_max", "float64", "Largest importance-sampling ratio (at most the truncation bound)."),
+    (
+        "logp_diff_mean",
+        "float64",
+        "Mean absolute difference of engine and trainer log-probability of the sampled tokens.",
+    ),
+    ("logp_diff_max", "float64", "Largest absolute engine/trainer log-probability difference."),
     ("completion_tokens", "float64", "Mean tokens per completion."),
     ("tool_calls_per_episode", "float64", "Mean tool calls per rollout episode."),
     ("seconds_per_step", "float64", "Wall-clock seconds the step took."),

@@ -5,6 +5,7 @@ loses at most the step in flight. A run resumed from checkpoint S marks the rows
 S `superseded` (they belong to the lost continuation) and logs those steps again; readers keep
 the rows that are not superseded, so the lineage holds every step once. `metrics.parquet` is
 the same rows in the declared `training_metrics` schema, rewritten atomically from the log.
+Rows written before a column existed read as null in it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,23 @@ from schemashift.rollout.io import atomic_write, write_json
 
 LOG_NAME = "metrics.jsonl"
 PARQUET_NAME = "metrics.parquet"
+
+#: TRL's log key -> our column, for the engine/trainer mismatch TRL measures where it generates
+#: with vLLM and corrects for it (importance-sampling ratios of trainer to engine probability of
+#: the sampled tokens, after TRL's truncation; absolute log-probability differences). The other
+#: stacks log none of them and their rows hold null.
+SAMPLING_COLUMNS = {
+    "sampling/importance_sampling_ratio/min": "is_ratio_min",
+    "sampling/importance_sampling_ratio/mean": "is_ratio_mean",
+    "sampling/importance_sampling_ratio/max": "is_ratio_max",
+    "sampling/sampling_logp_difference/mean": "logp_diff_mean",
+    "sampling/sampling_logp_difference/max": "logp_diff_max",
+}
+
+
+def sampling_metrics(logs: Mapping[str, Any]) -> dict[str, float | None]:
+    """The sampling-correction columns of one TRL log (null where TRL logged none)."""
+    return {column: logs.get(key) for key, column in SAMPLING_COLUMNS.items()}
 
 
 class MetricsLog:

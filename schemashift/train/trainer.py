@@ -30,7 +30,7 @@ from schemashift.train.checkpoints import (
     read_manifest,
     write_manifest,
 )
-from schemashift.train.metrics import MetricsLog, write_go_no_go
+from schemashift.train.metrics import MetricsLog, sampling_metrics, write_go_no_go
 from schemashift.train.runs import (
     SettingsChanged,
     TrainRun,
@@ -108,6 +108,7 @@ def _callback_class():
                 "kl": logs.get("kl"),
                 "grad_norm": logs.get("grad_norm"),
                 "learning_rate": logs.get("learning_rate"),
+                **sampling_metrics(logs),
                 "completion_tokens": _mean([e["model_tokens"] for e in episodes]),
                 "tool_calls_per_episode": _mean([e.get("tool_calls") for e in episodes]),
                 "seconds_per_step": (now - self.last_time)

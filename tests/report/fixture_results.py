@@ -87,6 +87,9 @@ EXTRA = {("coder", "v1", "default"): (0, 100), ("coder", "legacy", "tools"): (0,
 MISSING = {("binary", 75, "M2_weekly_report")}
 INFRA = {("api", None, "M1_customer_escalation", 1)}
 CONFIG_HASH = "fixture-config"
+#: runs trained on the vLLM stack: their rows hold TRL's importance-sampling diagnostics, the
+#: other runs' (transformers, Unsloth) hold null there
+VLLM_RUNS = ("coder",)
 
 
 def config(
@@ -255,6 +258,10 @@ def _training(results: Path) -> None:
             for s in range(51, 61):
                 rows[s - 1]["superseded"] = True
             rows += rerun
+        if run in VLLM_RUNS:
+            engine = random.Random(f"{run}-engine")  # its own draws: the other columns stay as they were
+            for row in rows:
+                row.update(_engine_mismatch(engine))
         table = records.to_table(rows, records.TRAINING_METRICS_COLUMNS)
         io.write_parquet(results / "train" / run / "metrics.parquet", table)
         io.write_json(results / "train" / run / RUN_INDEX, run_index(run))
@@ -310,6 +317,20 @@ def _metric_row(run: str, step: int, mean: float, rng: random.Random) -> dict[st
         "gpu_count": 2,
         "superseded": False,
         "config_hash": CONFIG_HASH,
+    }
+
+
+def _engine_mismatch(rng: random.Random) -> dict[str, float]:
+    """A step's importance-sampling diagnostics of an engine that agrees with the trainer up to
+    bf16 rounding: ratios within a few percent of 1, log-probability differences near 0."""
+    low, high = 1 - 0.04 * rng.random(), 1 + 0.04 * rng.random()
+    difference = 0.002 + 0.003 * rng.random()
+    return {
+        "is_ratio_min": low,
+        "is_ratio_mean": (low + high) / 2,
+        "is_ratio_max": high,
+        "logp_diff_mean": difference,
+        "logp_diff_max": 10 * difference,
     }
 
 

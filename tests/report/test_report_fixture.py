@@ -19,11 +19,13 @@ from fixture_results import (
     SCENARIOS,
     SEEDS,
     STEPS,
+    VLLM_RUNS,
     build_aggregated,
 )
 
 from schemashift.cli import main
 from schemashift.report.figures import stems
+from schemashift.train.metrics import SAMPLING_COLUMNS
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 BOOTSTRAP = "300"
@@ -202,6 +204,30 @@ def test_table_e_uses_the_saved_lineage(report_dir: Path) -> None:
     assert float(row["cost_usd"]) == pytest.approx(hours * 2 * 2.5)
     assert float(row["peak_reward"]) == pytest.approx(live["reward_mean"].max())
     assert row["gpu_type"] == "Tesla T4"
+
+
+def test_table_e_shows_the_engine_mismatch_at_the_last_step(report_dir: Path) -> None:
+    """The vLLM run's importance-sampling ratio range and largest log-probability difference at
+    its last step; a dash for the runs whose stack made no correction."""
+    metrics = pd.read_parquet(report_dir / "training_metrics.parquet")
+    table = {r["run"]: r for r in rows(report_dir, "table_e")}
+    shown = json.loads((report_dir / "tables" / "tables.json").read_text())
+    [cells] = [t for t in shown if t["key"] == "table_e"]
+    header = cells["header"]
+    text = {row[0]: dict(zip(header, row, strict=True)) for row in cells["rows"]}
+    for run in RUNS:
+        live = metrics[(metrics["train_run"] == run) & ~metrics["superseded"]].sort_values("step")
+        last = live.iloc[-1]
+        if run in VLLM_RUNS:
+            for column in SAMPLING_COLUMNS.values():
+                assert float(table[run][column]) == pytest.approx(last[column])
+            low, high = last["is_ratio_min"], last["is_ratio_max"]
+            assert text[run]["IS ratio (last step)"] == f"[{low:.3f}, {high:.3f}]"
+            assert text[run]["max logp diff (last step)"] == f"{last['logp_diff_max']:.4f}"
+        else:
+            assert live["is_ratio_mean"].isna().all()
+            assert table[run]["is_ratio_mean"] == ""
+            assert text[run]["IS ratio (last step)"] == text[run]["max logp diff (last step)"] == "\u2014"
 
 
 def test_verdicts_follow_the_seed_tiers_and_the_intervals(report_dir: Path) -> None:

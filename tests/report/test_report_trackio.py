@@ -20,15 +20,18 @@ import pytest
 from fixture_results import (
     CONFIG_HASH,
     EXTRA,
+    RUNS,
     SAMPLES,
     SEEDS,
     STEPS,
+    VLLM_RUNS,
     build_aggregated,
     scenarios_for,
 )
 
 from schemashift.cli import main
 from schemashift.report.dashboard import GROUPS, read_metrics
+from schemashift.train.metrics import SAMPLING_COLUMNS
 
 pytest.importorskip("trackio")
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
@@ -261,6 +264,24 @@ def test_train_verified_is_the_committed_lineage(results: Path, project: Path) -
             "SELECT run_name, step, COUNT(*) FROM metrics GROUP BY 1, 2 HAVING COUNT(*) > 1"
         )
         assert list(counts) == []  # one row per run and step
+
+
+def test_train_verified_holds_the_engine_mismatch_of_a_vllm_run(results: Path, project: Path) -> None:
+    """The vLLM run's importance-sampling ratios and log-probability differences are in its
+    training group at every step; a run whose stack made no correction logs none."""
+    metrics = pd.read_parquet(results / "training_metrics.parquet")
+    sampling = [f"train_verified/{column}" for column in SAMPLING_COLUMNS.values()]
+    logged = read_metrics(project)
+    for run in RUNS:
+        steps = {s: m for s, m in logged[run].items() if "train_verified/reward_mean" in m}
+        if run not in VLLM_RUNS:
+            assert not [name for m in steps.values() for name in m if name in sampling]
+            continue
+        live = metrics[(metrics["train_run"] == run) & ~metrics["superseded"]].set_index("step")
+        assert sorted(steps) == sorted(live.index)
+        for step, metric in steps.items():
+            for column in SAMPLING_COLUMNS.values():
+                assert metric[f"train_verified/{column}"] == pytest.approx(live.loc[step, column])
 
 
 def test_baselines_are_references_and_provenance_is_in_the_config(project: Path) -> None:

@@ -44,7 +44,8 @@ TRAINING_SPEC = """
 record_version:int32 train_run:string step:int64 reward_mean:float64 reward_std:float64 reward_min:float64
 reward_max:float64 reward_completion:float64 reward_drift_detection:float64 reward_adaptation:float64
 reward_efficiency:float64 reward_success:float64 reward_shaping:float64 loss:float64 kl:float64
-grad_norm:float64 learning_rate:float64 completion_tokens:float64 tool_calls_per_episode:float64
+grad_norm:float64 learning_rate:float64 is_ratio_min:float64 is_ratio_mean:float64 is_ratio_max:float64
+logp_diff_mean:float64 logp_diff_max:float64 completion_tokens:float64 tool_calls_per_episode:float64
 seconds_per_step:float64 peak_gpu_mem_gb:float64 gpu_type:string gpu_count:int32 superseded:bool
 config_hash:string git_sha:string image:string
 """
@@ -68,7 +69,7 @@ ARROW = {
 
 
 def test_schema_version_is_one() -> None:
-    assert RECORD_SCHEMA_VERSION == 2
+    assert RECORD_SCHEMA_VERSION == 3
 
 
 @pytest.mark.parametrize("table", sorted(SPECS))
@@ -93,7 +94,7 @@ def test_schema_functions_build_the_declared_schema_with_version_metadata(table:
     assert schema.names == [c.name for c in columns]
     assert [f.type for f in schema] == [ARROW[c.type] for c in columns]
     assert all(f.nullable for f in schema)
-    assert schema.metadata[b"schemashift.record_version"] == b"2"
+    assert schema.metadata[b"schemashift.record_version"] == b"3"
     assert schema.metadata[b"schemashift.table"] == table.encode()
     assert schema.field(columns[1].name).metadata[b"description"] == columns[1].doc.encode()
 
@@ -162,9 +163,9 @@ def test_integers_are_accepted_as_floats_and_nan_is_kept() -> None:
 
 
 def test_a_record_version_other_than_the_current_one_is_rejected() -> None:
-    assert to_table([{"record_version": 2}], EPISODE_COLUMNS).column("record_version").to_pylist() == [2]
-    with pytest.raises(ValueError, match="record_version 1 differs from 2"):
-        to_table([{"record_version": 1}], EPISODE_COLUMNS)
+    assert to_table([{"record_version": 3}], EPISODE_COLUMNS).column("record_version").to_pylist() == [3]
+    with pytest.raises(ValueError, match="record_version 2 differs from 3"):
+        to_table([{"record_version": 2}], EPISODE_COLUMNS)
 
 
 def test_a_row_that_is_not_a_mapping_is_rejected() -> None:
@@ -222,7 +223,7 @@ _ROWS = st.fixed_dictionaries(
 def test_valid_rows_round_trip_through_arrow(rows: list[dict[str, object]]) -> None:
     table = to_table(rows, TRAINING_METRICS_COLUMNS)
     expected = [
-        {"record_version": 2, **{c.name: row.get(c.name) for c in TRAINING_METRICS_COLUMNS[1:]}}
+        {"record_version": 3, **{c.name: row.get(c.name) for c in TRAINING_METRICS_COLUMNS[1:]}}
         for row in rows
     ]
     assert table.to_pylist() == expected

@@ -17,6 +17,10 @@ from schemashift.report.tables.format import (
     size_text,
     stat_record,
 )
+from schemashift.train.metrics import SAMPLING_COLUMNS
+
+#: the cell of a run whose stack made no importance-sampling correction (nothing to measure)
+NO_CORRECTION = "\u2014"
 
 
 def untrained_vs_trained_tables(a: Analysis) -> list[Table]:
@@ -267,7 +271,7 @@ def training_cost_table(a: Analysis) -> Table:
     for run in a.runs.values():
         t = a.training_rows(run.name)
         if t is None:
-            rows.append([run.name, *([MISSING] * 7)])
+            rows.append([run.name, *([MISSING] * 9)])
             records.append({"run": run.name})
             continue
         wall = float(t["seconds_per_step"].sum()) if t["seconds_per_step"].notna().any() else None
@@ -286,6 +290,7 @@ def training_cost_table(a: Analysis) -> Table:
             "peak_gpu_mem_gb": float(t["peak_gpu_mem_gb"].max())
             if t["peak_gpu_mem_gb"].notna().any()
             else None,
+            **_engine_mismatch(t),
         }
         records.append(record)
         rows.append(
@@ -298,18 +303,53 @@ def training_cost_table(a: Analysis) -> Table:
                 num(record["cost_usd"], 2),
                 f"{record['peak_reward']:.3f} (smoothed {record['peak_reward_smoothed']:.3f})",
                 num(record["peak_gpu_mem_gb"], 1),
+                _ratio_range(record["is_ratio_min"], record["is_ratio_max"]),
+                NO_CORRECTION if record["logp_diff_max"] is None else f"{record['logp_diff_max']:.4f}",
             ]
         )
     return Table(
         "table_e",
         "Table E: training efficiency",
-        "Steps, wall-clock, GPU, cost and peak reward per training run",
-        ["run", "steps", "wall-clock h", "GPU", "GPU-hours", "cost USD", "peak reward", "peak GPU mem GiB"],
+        "Steps, wall-clock, GPU, cost, peak reward and engine/trainer agreement per training run",
+        [
+            "run",
+            "steps",
+            "wall-clock h",
+            "GPU",
+            "GPU-hours",
+            "cost USD",
+            "peak reward",
+            "peak GPU mem GiB",
+            "IS ratio (last step)",
+            "max logp diff (last step)",
+        ],
         rows,
         records,
         f"From the saved metric lineage (superseded rows dropped). Cost at {price:g} USD per GPU-hour "
-        "(report.price_per_gpu_hour). Wall-clock: sum of seconds_per_step.",
+        "(report.price_per_gpu_hour). Wall-clock: sum of seconds_per_step. IS ratio: the range [min, max] "
+        "of TRL's importance-sampling ratios (trainer over engine probability of the sampled tokens) at "
+        "the run's last logged step, max logp diff: the largest absolute log-probability difference of "
+        "engine and trainer there; a healthy run shows ratios near 1 and differences near 0. "
+        f"{NO_CORRECTION}: the run logged no correction (a stack that generates with the trained model "
+        "itself: transformers, Unsloth).",
     )
+
+
+def _engine_mismatch(t) -> dict[str, float | None]:
+    """The importance-sampling ratios and log-probability differences at the run's last step
+    (null where its stack logged none): a broken engine/trainer sync shows here, where the
+    learning curve would only flatten."""
+    last = t.iloc[-1]  # training_rows are in step order
+    return {
+        column: None if last[column] != last[column] else float(last[column])
+        for column in SAMPLING_COLUMNS.values()
+    }
+
+
+def _ratio_range(low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return NO_CORRECTION
+    return f"[{low:.3f}, {high:.3f}]"
 
 
 def learning_table(a: Analysis) -> Table:
