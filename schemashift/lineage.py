@@ -8,7 +8,8 @@ A checkpoint's identity is written once, by the trainer, and read by everyone af
   complete checkpoints, which the aggregation and the report read instead of rebuilding runs
   from config;
 - `evaluated_identity` is what an evaluation row says it measured (training run, step), read
-  from the manifest of the adapter it loads;
+  from the manifest of the adapter it loads, and `checkpoint_budget` the prompt and turn budgets
+  it plays with (`prompt_budget` of the run's settings, the ones its rollout used);
 - `go_no_go` is the seed document's step-20 decision on a run's metric lineage, applied by the
   trainer when it writes `go_no_go.json` and by the report when it recomputes it.
 """
@@ -116,6 +117,25 @@ def check_chat_template(adapter: str | Path | None, template: str | None) -> Non
             f"tokenizer has another ({str(evaluated)[:12]}): the prompts would not be the ones it learned "
             f"on; evaluate it with the tokenizer it was trained with"
         )
+
+
+def prompt_budget(settings: Mapping[str, Any]) -> dict[str, int]:
+    """A training run's prompt budget and tokens per turn, named as evaluation's options: its
+    rollout plays with them, and so must the evaluation of its checkpoints and of the base model
+    they are compared with (step 0), or training and evaluation would see different prompts."""
+    return {
+        "max_prompt_tokens": int(settings["max_prompt_tokens"]),
+        "max_new_tokens": int(settings["max_turn_tokens"]),
+    }
+
+
+def checkpoint_budget(adapter: str | Path) -> dict[str, int] | None:
+    """The `prompt_budget` of the run that saved a checkpoint, from its manifest's settings; None
+    for an adapter without a manifest, or a manifest that records no settings."""
+    if not (Path(adapter) / CHECKPOINT_MANIFEST).is_file():
+        return None
+    settings = read_checkpoint_manifest(adapter).get("settings")
+    return prompt_budget(settings) if settings else None
 
 
 def evaluated_identity(adapter: str | Path | None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemashift.env.rulesets import get_ruleset
+from schemashift.lineage import prompt_budget
 
 REWARD_VARIANTS = ("v1", "binary", "legacy_cumulative")
 BACKENDS = ("auto", "transformers", "unsloth", "vllm")
@@ -236,7 +237,8 @@ def resolve_run(config: dict[str, Any], name: str, overrides: dict[str, Any] | N
         )
     if settings["backend"] not in BACKENDS:
         raise RunConfigError(f"train.runs.{name}: backend must be one of {list(BACKENDS)}")
-    for key in ("max_steps", "save_steps", "num_generations", "max_turn_tokens", "dataset_size"):
+    positive = ("max_steps", "save_steps", "num_generations", "max_turn_tokens", "max_prompt_tokens")
+    for key in (*positive, "dataset_size"):
         if not isinstance(settings[key], int) or settings[key] < 1:
             raise RunConfigError(
                 f"train.runs.{name}: {key} must be a positive integer, got {settings[key]!r}"
@@ -342,7 +344,7 @@ def sampling_kwargs(run: TrainRun) -> dict[str, Any]:
 def engine_length(run: TrainRun) -> int:
     """Tokens the generation engine must hold: the prompt budget and one turn (evaluation's rule,
     `max_prompt_tokens = context_length - max_new_tokens`, read the other way round)."""
-    return run["max_prompt_tokens"] + run["max_turn_tokens"]
+    return sum(prompt_budget(run.settings).values())
 
 
 def grpo_kwargs(run: TrainRun, output_dir: str, *, use_cpu: bool, use_vllm: bool) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from schemashift import provenance
-from schemashift.lineage import RUN_INDEX, chat_template_sha256, run_index
+from schemashift.lineage import RUN_INDEX, chat_template_sha256, prompt_budget, run_index
 from schemashift.rollout.io import write_json
 from schemashift.train import backends as stacks
 from schemashift.train.checkpoints import (
@@ -329,16 +329,17 @@ def train(
         git_sha=git_sha,
         image=provenance.image(),
     )
+    budget = prompt_budget(run.settings)  # the same budgets evaluate its checkpoints
     rollout = ClosedLoopRollout(
         tokenizer,
         reward=run.reward,
-        max_turn_tokens=run["max_turn_tokens"],
+        max_turn_tokens=budget["max_new_tokens"],
         max_turns=run["max_turns"],
         temperature=run["temperature"],
         backend=env_backend,
         context=context,
         generation_config=getattr(model, "generation_config", None),
-        max_prompt_tokens=run["max_prompt_tokens"],
+        max_prompt_tokens=budget["max_prompt_tokens"],
         harness=run["harness"],
     )
     metrics = MetricsLog(out, run.name)

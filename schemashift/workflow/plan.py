@@ -70,8 +70,9 @@ def model_slug(model: str) -> str:
 class Subject:
     """A model evaluation: its results folder under results/eval, the policy spec `eval` gets
     (a checkpoint's identity comes from its adapter folder's manifest.json), what it waits on
-    (its run's completion record, or the built model a step-0 evaluation plays), and the
-    provenance its expected cells carry."""
+    (its run's completion record, or the built model a step-0 evaluation plays), the
+    provenance its expected cells carry, and for a base model or checkpoint the prompt and turn
+    budgets of its training runs (`lineage.prompt_budget`), which its `eval` plays with."""
 
     name: str
     policy: str
@@ -79,6 +80,14 @@ class Subject:
     train_run: str | None = None
     checkpoint_step: int | None = None
     harness: str = DEFAULT_HARNESS
+    max_prompt_tokens: int | None = None
+    max_new_tokens: int | None = None
+
+    def budget_args(self) -> str:
+        """`--max-prompt-tokens N --max-new-tokens M` of its `eval` (nothing for an API model)."""
+        if self.max_prompt_tokens is None:
+            return ""
+        return f"--max-prompt-tokens {self.max_prompt_tokens} --max-new-tokens {self.max_new_tokens}"
 
 
 class Plan:
@@ -400,6 +409,30 @@ class Plan:
                 raise ConfigError(f"base models {other!r} and {model!r} share the folder {slug!r}")
         return bases
 
+    def run_budget(self, run: str) -> dict[str, int]:
+        """The prompt and turn budgets a run's rollout plays with, as `eval` options."""
+        from schemashift.lineage import prompt_budget
+
+        return prompt_budget(self.train_run(run).settings)
+
+    def base_budget(self, model: str) -> dict[str, int]:
+        """The budgets of the one step-0 evaluation of base model `model`: those of every run that
+        starts from it, which must agree (step 0 is compared with each of them)."""
+        runs = [run for run in self.train_runs() if self.train_run(run).base_model == model]
+        budgets = {run: self.run_budget(run) for run in runs}
+        if len({tuple(budget.items()) for budget in budgets.values()}) > 1:
+            said = "; ".join(
+                f"{run}: max_prompt_tokens {budget['max_prompt_tokens']}, "
+                f"max_turn_tokens {budget['max_new_tokens']}"
+                for run, budget in budgets.items()
+            )
+            raise ConfigError(
+                f"the training runs of base model {model!r} differ in their prompt budgets ({said}); "
+                "its one step-0 evaluation must play the budgets of every run it is compared with: "
+                "give them the same max_prompt_tokens and max_turn_tokens"
+            )
+        return budgets[runs[0]] if runs else {}
+
     def checkpoint_dir(self, run: str, step: int) -> str:
         return f"{self.results}/train/{run}/checkpoint-{step}"
 
@@ -429,13 +462,14 @@ class Plan:
                     f"no training run has the base model folder {tail!r}; known: {sorted(bases)}"
                 )
             built = () if self.built_model_name(bases[tail]) is None else (bases[tail],)
-            return Subject(name, f"hf:{bases[tail]}", waits_on=built, checkpoint_step=0)
+            budget = self.base_budget(bases[tail])
+            return Subject(name, f"hf:{bases[tail]}", waits_on=built, checkpoint_step=0, **budget)
         step = int(tail.removeprefix("step-"))
         steps = self.checkpoint_steps(head)
         if step not in steps:
             raise ValueError(f"train run {head!r} saves no checkpoint {step}; its checkpoints: {steps}")
         policy = f"hf:{self.train_run(head).base_model}@{self.checkpoint_dir(head, step)}"
-        return Subject(name, policy, (self.train_done(head),), head, step)
+        return Subject(name, policy, (self.train_done(head),), head, step, **self.run_budget(head))
 
     def run_harnesses(self, run: str) -> list[str]:
         """The harnesses a run's checkpoints are evaluated through: the one it trained on
@@ -460,6 +494,7 @@ class Plan:
         run's harnesses (`run_harnesses`; a base model through those of every run it starts)."""
         subjects = []
         for slug, model in self.base_models().items():
+            self.base_budget(model)  # a clear error where its runs' budgets differ
             harnesses = [
                 h
                 for run in self.train_runs()

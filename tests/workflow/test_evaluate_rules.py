@@ -213,7 +213,7 @@ BASE = "org/Base-0.5B"
 SLUG = "org--Base-0.5B"
 TRAIN = {
     "enabled": True,
-    "defaults": {"max_steps": 100, "save_steps": 50},
+    "defaults": {"max_steps": 100, "save_steps": 50, "max_prompt_tokens": 2000, "max_turn_tokens": 96},
     "runs": {
         "grpo_a": {"base_model": BASE, "ruleset": "legacy", "reward": "v1"},
         "grpo_b": {
@@ -224,6 +224,10 @@ TRAIN = {
         },
     },
 }
+
+
+#: the runs' prompt and turn budgets, which step 0 and every checkpoint are evaluated with
+BUDGET = "--max-prompt-tokens 2000 --max-new-tokens 96"
 
 
 def finished_training(copy: Path, run: str) -> Path:
@@ -282,7 +286,7 @@ def test_one_checkpoints_evaluation_is_a_target(copy, tmp_path, checkpoints, ena
     assert command == (
         "rm -rf results/eval/grpo_a/step-50/legacy/progress results/eval/grpo_a/step-50/legacy/eval.json && "
         f"python -m schemashift.cli eval --policy 'hf:{BASE}@results/train/grpo_a/checkpoint-50' "
-        "--harness default --ruleset legacy "
+        f"--harness default {BUDGET} --ruleset legacy "
         f"--scenarios {','.join(SCENARIOS)} --seeds 0-1 --samples 1 "
         "--cache results/cache/eval/grpo_a/step-50/legacy.sqlite --out results/eval/grpo_a/step-50/legacy "
         "> results/logs/eval/grpo_a/step-50/legacy.log 2>&1"
@@ -293,12 +297,13 @@ def test_one_checkpoints_evaluation_is_a_target(copy, tmp_path, checkpoints, ena
     assert counts == {"evaluate": 1}
     (command,) = shell_commands(output)
     assert (
-        f"python -m schemashift.cli eval --policy 'hf:{BASE}' --harness default --ruleset legacy " in command
+        f"python -m schemashift.cli eval --policy 'hf:{BASE}' --harness default {BUDGET} --ruleset legacy "
+        in command
     )
     tools = f"results/eval/base/{SLUG}+tools/legacy/episodes.parquet"
     counts, output = dry_run(copy, tools, configfile=path, force=False)
     (command,) = shell_commands(output)
-    assert f"--policy 'hf:{BASE}' --harness tools --ruleset legacy " in command
+    assert f"--policy 'hf:{BASE}' --harness tools {BUDGET} --ruleset legacy " in command
 
 
 def test_a_checkpoint_evaluation_waits_for_its_run_to_train(copy, tmp_path):

@@ -401,3 +401,37 @@ def test_a_runs_checkpoints_play_its_base_models_harnesses_and_the_one_it_traine
         Plan(config, environ={}).model_subjects()
     config["models"]["small"]["harnesses"] = ["default", "tools"]
     assert Plan(config, environ={}).run_harnesses("run1") == ["tools", "default"]
+
+
+def eval_budget(subject) -> tuple[int | None, int | None]:
+    """(max_prompt_tokens, max_new_tokens) the eval verb reads from a subject's budget options."""
+    words = ["--policy", subject.policy, *shlex.split(subject.budget_args()), "--out", "unused"]
+    args = PARSER.parse_args(["eval", *words])
+    return args.max_prompt_tokens, args.max_new_tokens
+
+
+def test_step_0_and_every_checkpoint_play_their_runs_prompt_and_turn_budgets():
+    """The rollout's budgets (the run's max_prompt_tokens and max_turn_tokens) reach the eval of
+    its checkpoints and of its base model; API models keep their own."""
+    plan = Plan(with_defaults(load("config.yaml")), environ={})
+    subjects = ["base/tiny-qwen2", "base/tiny-qwen2+tools", "run1/step-2", "run4_legacy/step-6+tools"]
+    assert {eval_budget(plan.subject(name)) for name in subjects} == {(3968, 128)}
+    gpu = Plan(composed_config(), environ={"OPENAI_API_KEY": "sk-x"})
+    assert eval_budget(gpu.subject("run1/step-50")) == (3072, 256), "runs.DEFAULTS where nothing overrides"
+    assert gpu.subject("api/gpt-4o-mini").budget_args() == ""
+
+
+def test_runs_sharing_a_base_model_with_different_budgets_are_a_config_error():
+    config = with_defaults(load("config.yaml"))
+    config["train"]["runs"]["run2_binary"]["overrides"]["max_prompt_tokens"] = 2048
+    plan = Plan(config, environ={})
+    assert eval_budget(plan.subject("run2_binary/step-2")) == (2048, 128)
+    message = (
+        r"run1: max_prompt_tokens 3968, max_turn_tokens 128; "
+        r"run2_binary: max_prompt_tokens 2048, max_turn_tokens 128; "
+        r"run4_legacy: max_prompt_tokens 3968, max_turn_tokens 128"
+    )
+    with pytest.raises(ConfigError, match=message):
+        plan.model_subjects()
+    with pytest.raises(ConfigError, match="differ in their prompt budgets"):
+        plan.subject("base/tiny-qwen2")

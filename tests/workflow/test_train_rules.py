@@ -204,6 +204,10 @@ def test_train_resume_evaluate_and_aggregate_through_the_workflow(tiny_model, tm
     for row in episodes:
         if row["train_run"] == RUN:
             assert row["adapter_sha256"] == adapters[row["checkpoint_step"]], "a row joins its manifest"
+    models = [json.loads(row["generation_config"]) for row in episodes if row["policy"].startswith("hf:")]
+    assert {(config["max_prompt_tokens"], config["max_new_tokens"]) for config in models} == {
+        (PROMPT_TOKENS, TURN_TOKENS)
+    }, "step 0 and every checkpoint play with the rollout's prompt and turn budgets"
     manifest = json.loads((copy / "results" / "manifest.json").read_text())
     assert manifest["training"][RUN]["index"] == index, "the aggregate carries the run index"
     assert job_counts(snakemake(copy, "-n", *targets, configfile=config).stdout) == {}, "all up to date"

@@ -11,7 +11,9 @@ models play the harnesses of `models.<model>.harnesses`, base models and checkpo
 Each job starts its output folder afresh (the eval verb's resume state there could hold cells of
 another configuration or code) and keeps a response cache apart from it (results/cache/eval/...),
 so a rerun or a killed job replays what it already generated or paid for instead of asking the
-model again. Which models are enabled, their endpoints and the subjects' policies come from
+model again. A base model and a checkpoint play with the prompt and turn budgets of their
+training runs (`--max-prompt-tokens`, `--max-new-tokens`), the ones the rollout trained with.
+Which models are enabled, their endpoints, the subjects' policies and budgets come from
 schemashift.workflow.Plan.
 """
 
@@ -74,11 +76,12 @@ rule evaluate:
         code=CODE["eval"],
         policy=lambda w: PLAN.subject(w.subject).policy,
         harness=lambda w: PLAN.subject(w.subject).harness,
+        budget=lambda w: PLAN.subject(w.subject).budget_args(),
         cells=lambda w: PLAN.cells_args(w.ruleset),
         cache=lambda w: f"{RESULTS}/cache/eval/{w.subject}/{w.ruleset}.sqlite",
         out=lambda w, output: Path(output.episodes).parent,
     shell:
         "rm -rf {params.out}/progress {params.out}/eval.json && "
         "python -m schemashift.cli eval --policy '{params.policy}' --harness {params.harness} "
-        "--ruleset {wildcards.ruleset} {params.cells} --cache {params.cache} --out {params.out} "
-        "> {log} 2>&1"
+        "{params.budget} --ruleset {wildcards.ruleset} {params.cells} --cache {params.cache} "
+        "--out {params.out} > {log} 2>&1"

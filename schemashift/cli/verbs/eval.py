@@ -6,7 +6,8 @@ stopped: a rerun with the same arguments plays only the cells not yet graded (in
 cells are retried) and then writes the result files from all cells. `OUT/eval.json` pins the
 run id and configuration digest; a different configuration in the same directory is refused.
 A checkpoint's rows name the training run and step its adapter's manifest records
-(`schemashift.lineage.evaluated_identity`), never what a caller says it is.
+(`schemashift.lineage.evaluated_identity`), never what a caller says it is, and play with the
+run's prompt and turn budgets unless --max-prompt-tokens / --max-new-tokens say otherwise.
 """
 
 from __future__ import annotations
@@ -46,9 +47,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-new-tokens",
         type=int,
         default=None,
-        help="tokens per turn (default: 256 local, 512 API, 500 API with --harness legacy)",
+        help="tokens per turn (default: a checkpoint's run's max_turn_tokens, else 256 local, 512 API, "
+        "500 API with --harness legacy)",
     )
-    model.add_argument("--max-prompt-tokens", type=int, default=None, help="prompt budget for the history")
+    model.add_argument(
+        "--max-prompt-tokens",
+        type=int,
+        default=None,
+        help="prompt budget for the history (default: a checkpoint's run's max_prompt_tokens, else a "
+        "local model's context less one turn, none for API models)",
+    )
     model.add_argument("--temperature", type=float, default=None, help="0 (default) is greedy")
     model.add_argument("--top-p", type=float, default=None, help="nucleus sampling mass")
     model.add_argument("--seed", type=int, default=None, help="sampling seed (each sample_index varies it)")

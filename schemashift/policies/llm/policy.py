@@ -301,22 +301,35 @@ def _open_cache(common: dict[str, Any]) -> None:
 
 
 def make_hf_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPolicy:
-    """`hf:<model id or directory>[@<adapter directory>]`."""
-    from schemashift.lineage import check_chat_template, evaluated_identity
+    """`hf:<model id or directory>[@<adapter directory>]`.
+
+    A checkpoint of a training run plays with the run's prompt budget and tokens per turn (its
+    manifest's settings, `lineage.checkpoint_budget`), so that it is evaluated on the prompts it
+    was trained on; an option given here wins, and `generation_config()` records what ran. Any
+    other model gets the model's context less one turn as its prompt budget.
+    """
+    from schemashift.lineage import check_chat_template, checkpoint_budget, evaluated_identity
     from schemashift.policies.llm.local import LocalModel
 
     model, _, adapter = spec.partition("@")
     if not model:
         raise ValueError("hf: policy needs a model id or directory, as hf:<model>[@<adapter>]")
-    engine_options, common = _split(options, _HF_OPTIONS, "hf:")
     # before loading: a checkpoint whose adapter no longer matches its manifest is refused
     identity = evaluated_identity(adapter or None)
+    trained = (checkpoint_budget(adapter) if adapter else None) or {}
+    options = {**options, **{k: v for k, v in trained.items() if options.get(k) is None}}
+    engine_options, common = _split(options, _HF_OPTIONS, "hf:")
     engine = LocalModel(model, adapter or None, **engine_options)
     check_chat_template(adapter or None, engine.tokenizer.chat_template)
     if common.get("harness") == "tools" and not template_calls_tools(engine.tokenizer.chat_template):
         raise ValueError(f"the chat template of {model!r} has no tool support, which the tools harness needs")
     if common.get("max_prompt_tokens") is None:
         common["max_prompt_tokens"] = engine.context_length - engine.max_new_tokens
+    elif common["max_prompt_tokens"] + engine.max_new_tokens > engine.context_length:
+        raise ValueError(
+            f"max_prompt_tokens + max_new_tokens = {common['max_prompt_tokens']} + {engine.max_new_tokens} "
+            f"exceeds the {engine.context_length} positions of {model}; lower max_prompt_tokens"
+        )
     _open_cache(common)
     return ModelPolicy(
         f"hf:{spec}",

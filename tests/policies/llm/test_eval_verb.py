@@ -169,3 +169,40 @@ def test_a_checkpoint_evaluation_stamps_its_manifest_and_joins_it(
     assert main([*args, "--out", str(tmp_path / "again")]) != 0
     assert "changed after it was saved" in capsys.readouterr().err
     assert not (tmp_path / "again" / "episodes.parquet").exists()
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_checkpoint_is_evaluated_with_its_runs_prompt_and_turn_budgets(
+    tiny_model: Path, tmp_path: Path, capsys
+) -> None:
+    """Without --max-prompt-tokens / --max-new-tokens a checkpoint plays with the budgets its
+    run's rollout trained with (its manifest's settings), and every row records them; a value
+    given wins and is recorded; a budget beyond the model's positions is refused."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from schemashift.train.checkpoints import write_manifest
+    from schemashift.train.runs import DEFAULTS
+
+    torch.manual_seed(5)
+    checkpoint = tmp_path / "train" / "run_z" / "checkpoint-2"
+    lora = LoraConfig(r=4, lora_alpha=16, target_modules=["q_proj"], init_lora_weights=False)
+    get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model), lora).save_pretrained(checkpoint)
+    settings = {**DEFAULTS, "max_prompt_tokens": 1500, "max_turn_tokens": 48}
+    write_manifest(checkpoint, 2, train_run="run_z", base_model=str(tiny_model), settings=settings)
+    args = ["eval", "--policy", f"hf:{tiny_model}@{checkpoint}", "--scenarios", SCENARIOS, "--seeds", "0"]
+
+    def budgets(out: Path) -> list[tuple[int, int]]:
+        configs = [json.loads(row["generation_config"]) for row in episodes(out)]
+        return [(config["max_prompt_tokens"], config["max_new_tokens"]) for config in configs]
+
+    assert main([*args, "--out", str(tmp_path / "run")]) == 0
+    assert budgets(tmp_path / "run") == [(1500, 48)] * 2
+    assert main([*args, "--max-new-tokens", "64", "--out", str(tmp_path / "given")]) == 0
+    assert budgets(tmp_path / "given") == [(1500, 64)] * 2
+    capsys.readouterr()
+    assert main([*args, "--max-prompt-tokens", "4090", "--out", str(tmp_path / "long")]) != 0
+    assert "4090 + 48 exceeds the 4096 positions" in capsys.readouterr().err
