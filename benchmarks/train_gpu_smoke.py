@@ -5,6 +5,7 @@ with what `.device/` carries installed (docs/training.md, "Device check").
     python benchmarks/train_gpu_smoke.py environment [--cpu]
     python benchmarks/train_gpu_smoke.py stack --stack transformers [--steps 3] [--model DIR] [--cpu]
     python benchmarks/train_gpu_smoke.py real-shape [--model DIR] [--cpu]
+    python benchmarks/train_gpu_smoke.py weight-sync [--cpu]
 
 - `environment`: the versions that will train, the GPU and its driver; fails on a driver older
   than torch's CUDA build needs (`train.backends.driver_problem`).
@@ -18,6 +19,9 @@ with what `.device/` carries installed (docs/training.md, "Device check").
   logits, head dim 128, 28 layers, bf16; on a CPU `CPU_SHAPE`, the same mechanics at a width
   two cores train) with the tiny model's tokenizer; its seconds and peak memory against
   `train.memory`'s estimate for the longest sequence it trained.
+- `weight-sync`: the vLLM stack's weight sync (`train.weight_sync`) on the device's kernels: a
+  bf16 LoRA model of Qwen2.5-1.5B's projection shapes, 100 syncs with the adapter moving; TRL's
+  in-place merge drifts the base, the out-of-place one must not, and must send base + s·BA.
 Exit status: 0 passed, 1 a check failed, 2 the stack is absent or no CUDA (without --cpu).
 """
 
@@ -56,6 +60,11 @@ CPU_SHAPE = {
     "num_key_value_heads": 1,
     "vocab_size": 8192,
 }
+#: weight syncs of the merge check, and how far each LoRA element moves between two (an Adam
+#: step at the runs' learning rates); bf16 keeps 8 significant bits
+SYNCS = 100
+ADAPTER_STEP = 1e-3
+BF16_RTOL = 2**-8
 #: the measured peak may exceed the estimate by this factor before the check fails
 MEMORY_TOLERANCE = 1.5
 #: tokens per turn of the real-shape step (a random model writes every turn to the limit)
@@ -109,7 +118,8 @@ def _evaluate(model: Path, checkpoint: Path, device: str) -> dict:
     from schemashift.rollout.runner import Cell, SweepContext, play_episode
     from schemashift.train.tiny import CURRICULUM, training_seeds
 
-    policy = make_policy(f"hf:{model}@{checkpoint}", "v1", device=device, max_new_tokens=TURN_TOKENS)
+    # the prompt and turn budgets come from the checkpoint's manifest: the run's own
+    policy = make_policy(f"hf:{model}@{checkpoint}", "v1", device=device)
     cell = Cell("v1", CURRICULUM["v1"][0], training_seeds(["v1"])["v1"][0])
     result = play_episode(
         make_backend("inprocess"), policy, cell, SweepContext(run_id="device-check", policy="hf")
@@ -290,6 +300,91 @@ def real_shape(tokenizer_dir: Path, workdir: Path, device: str) -> list[str]:
     return failures
 
 
+def weight_sync(device: str, syncs: int = SYNCS) -> list[str]:
+    """The vLLM weight sync's merge on the device's own kernels: a bf16 LoRA model of
+    Qwen2.5-1.5B's projection shapes (r 16, alpha 32) whose adapter moves like training's between
+    syncs. TRL's in-place merge and unmerge (peft's `merge_adapter`/`unmerge_adapter`) drifts the
+    base; `weight_sync.merged_named_weights` must leave it bit-identical and hand the engine
+    `base + scale * B A` within bf16 rounding."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from schemashift.train.weight_sync import merged_named_weights
+
+    hidden, inner = QWEN25_15B["hidden_size"], QWEN25_15B["intermediate_size"]
+    if device != "cuda":
+        hidden, inner = CPU_SHAPE["hidden_size"], CPU_SHAPE["intermediate_size"]
+
+    def model():
+        torch.manual_seed(0)
+        layers = torch.nn.ModuleDict(
+            {
+                "q_proj": torch.nn.Linear(hidden, hidden),
+                "gate_proj": torch.nn.Linear(hidden, inner, bias=False),
+                "down_proj": torch.nn.Linear(inner, hidden, bias=False),
+            }
+        )
+        for layer in layers.values():
+            torch.nn.init.normal_(layer.weight, std=0.02)
+        config = LoraConfig(r=16, lora_alpha=32, target_modules=list(layers))
+        return get_peft_model(layers.to(device=device, dtype=torch.bfloat16), config)
+
+    def move(peft_model, generator):
+        with torch.no_grad():
+            for name, param in peft_model.named_parameters():
+                if "lora_" in name:
+                    step = torch.randn(param.shape, generator=generator, device="cpu").to(param.device)
+                    param.add_(ADAPTER_STEP * step)
+
+    def bases(peft_model):
+        return {n: p.detach().clone() for n, p in peft_model.named_parameters() if "lora_" not in n}
+
+    def drift(before, after):
+        changed = sum(int((before[n] != after[n]).sum()) for n in before)
+        return changed / sum(t.numel() for t in before.values())
+
+    figures, failures = {}, []
+    for path in ("trl-in-place", "out-of-place"):
+        peft_model, generator = model(), torch.Generator().manual_seed(1)
+        pristine = bases(peft_model)
+        started = time.perf_counter()
+        worst = 0.0
+        for _ in range(syncs):
+            move(peft_model, generator)
+            if path == "trl-in-place":
+                peft_model.merge_adapter()
+                sent = {
+                    n.removeprefix("base_model.model.").replace(".base_layer", ""): p.detach().clone()
+                    for n, p in peft_model.named_parameters()
+                    if "lora_" not in n
+                }
+                peft_model.unmerge_adapter()
+            else:
+                sent = dict(merged_named_weights(peft_model))
+        if device == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - started
+        for name, layer in peft_model.base_model.model.items():
+            torch.set_grad_enabled(False)
+            base = pristine[f"base_model.model.{name}.base_layer.weight"].float()
+            delta = layer.lora_B["default"].weight.float() @ layer.lora_A["default"].weight.float()
+            wanted = base + layer.scaling["default"] * delta
+            got = sent[f"{name}.weight"].float()
+            bound = BF16_RTOL * wanted.abs() + 1e-30
+            worst = max(worst, float(((got - wanted).abs() / bound).max()))
+        figures[path] = {"changed": drift(pristine, bases(peft_model)), "worst": worst, "seconds": seconds}
+        print(
+            f"weight sync {path}: {syncs} syncs in {seconds:.2f} s, {figures[path]['changed']:.2%} of base "
+            f"elements changed, worst sent weight {worst:.2f}x the bf16 rounding bound"
+        )
+    ours = figures["out-of-place"]
+    if ours["changed"] != 0:
+        failures.append(f"the out-of-place sync changed {ours['changed']:.2%} of the base weights")
+    if ours["worst"] > 1 + 1e-3:
+        failures.append(f"the out-of-place sync sent weights {ours['worst']:.2f}x the bf16 bound off")
+    return failures
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parts = parser.add_subparsers(dest="part", required=True)
@@ -298,7 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     stack.add_argument("--stack", required=True, choices=("transformers", "unsloth", "vllm"))
     stack.add_argument("--steps", type=int, default=3)
     shape = parts.add_parser("real-shape", help="one GRPO step at Qwen2.5-1.5B's shape")
-    for part in (env, stack, shape):
+    sync = parts.add_parser("weight-sync", help="the vLLM weight sync's merge on the device's kernels")
+    for part in (env, stack, shape, sync):
         part.add_argument("--cpu", action="store_true", help="run on the CPU (transformers only)")
     for part in (stack, shape):
         part.add_argument("--model", default=None, help="a tiny model built already (default: built here)")
@@ -310,8 +406,14 @@ def main(argv: list[str] | None = None) -> int:
     from schemashift.train.backends import BackendUnavailable, cuda_available, select_backend
 
     if args.part == "environment":
-        failures = environment(args.cpu)
-        return _verdict("environment", failures)
+        return _verdict("environment", environment(args.cpu))
+    if args.part == "weight-sync":
+        import torch
+
+        if not torch.cuda.is_available() and not args.cpu:
+            print("no CUDA here: the weight sync not checked (--cpu checks it on the CPU)")
+            return 2
+        return _verdict("weight-sync", weight_sync("cuda" if torch.cuda.is_available() else "cpu"))
     wanted = args.stack if args.part == "stack" else "transformers"
     if not cuda_available() and not (args.cpu and wanted == "transformers"):
         print(f"no CUDA here: {wanted} not checked (--cpu checks the transformers stack on the CPU)")
