@@ -262,10 +262,11 @@ def real_shape(tokenizer_dir: Path, workdir: Path, device: str) -> list[str]:
     tokenizer = AutoTokenizer.from_pretrained(model)
     from schemashift.train.dataset import build_rows
 
-    prompt = max(
-        len(tokenizer.apply_chat_template(r["prompt"], tokenize=True, add_generation_prompt=True))
-        for r in build_rows(run)[:EPISODES_PER_STEP]
-    )
+    rendered = [
+        tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True)
+        for row in build_rows(run)[:EPISODES_PER_STEP]
+    ]
+    prompt = max(len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in rendered)
     longest = prompt + int(logged["completions/max_length"])
     settings = json.loads((out / EFFECTIVE_SETTINGS).read_text())
     estimate = estimate_gib(

@@ -43,7 +43,6 @@ run() {
     # four times as long.
     local cpu=() scale=1
     if [[ "${1:-}" == "--cpu" ]]; then cpu=(--cpu) scale=4; fi
-    local scratch
     scratch="$(mktemp -d)"
     trap 'rm -rf "$scratch"' EXIT
     "$python" -m pip install --quiet --disable-pip-version-check --no-index --no-deps --no-compile \
@@ -59,10 +58,10 @@ run() {
         echo "== $1: exit $status after $((SECONDS - begun)) s"
         if [[ $status -ne 0 ]]; then failed=1; fi
     }
-    part 60 environment
-    part 210 stack --stack transformers --steps 3 --model "$carry/tiny" --workdir "$scratch/stack"
+    part 30 environment
+    part 180 stack --stack transformers --steps 3 --model "$carry/tiny" --workdir "$scratch/stack"
     part 240 real-shape --model "$carry/tiny" --workdir "$scratch/shape"
-    part 60 weight-sync
+    part 45 weight-sync
     echo "== device check: $([[ $failed -eq 0 ]] && echo passed || echo FAILED) in $((SECONDS - started)) s"
     return "$failed"
 }
