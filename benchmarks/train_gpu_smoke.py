@@ -183,6 +183,7 @@ def check(stack: str, model: Path, workdir: Path, steps: int, device: str) -> li
 def environment(cpu: bool) -> list[str]:
     """Print what will train here; the failures (a driver older than torch's CUDA build needs)."""
     import importlib.metadata
+    import importlib.util
     import platform
 
     import torch
@@ -196,6 +197,9 @@ def environment(cpu: bool) -> list[str]:
         except importlib.metadata.PackageNotFoundError:
             versions.append(f"{name} absent")
     print(f"python {platform.python_version()}; " + ", ".join(versions))
+    for name in ("trl", "peft", "datasets"):
+        spec = importlib.util.find_spec(name)
+        print(f"{name} from {spec.origin if spec else 'nowhere'}")
     driver = driver_version()
     driver_text = ".".join(map(str, driver)) if driver else "none"
     print(f"torch CUDA build {torch.version.cuda}, NVIDIA driver {driver_text}")

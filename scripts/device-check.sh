@@ -59,9 +59,9 @@ run() {
         if [[ $status -ne 0 ]]; then failed=1; fi
     }
     part 30 environment
-    part 180 stack --stack transformers --steps 3 --model "$carry/tiny" --workdir "$scratch/stack"
-    part 240 real-shape --model "$carry/tiny" --workdir "$scratch/shape"
-    part 45 weight-sync
+    part 240 stack --stack transformers --steps 3 --model "$carry/tiny" --workdir "$scratch/stack"
+    part 180 real-shape --model "$carry/tiny" --workdir "$scratch/shape"
+    part 30 weight-sync
     echo "== device check: $([[ $failed -eq 0 ]] && echo passed || echo FAILED) in $((SECONDS - started)) s"
     return "$failed"
 }
