@@ -369,14 +369,14 @@ def weight_sync(device: str, syncs: int = SYNCS) -> list[str]:
         if device == "cuda":
             torch.cuda.synchronize()
         seconds = time.perf_counter() - started
-        for name, layer in peft_model.base_model.model.items():
-            torch.set_grad_enabled(False)
-            base = pristine[f"base_model.model.{name}.base_layer.weight"].float()
-            delta = layer.lora_B["default"].weight.float() @ layer.lora_A["default"].weight.float()
-            wanted = base + layer.scaling["default"] * delta
-            got = sent[f"{name}.weight"].float()
-            bound = BF16_RTOL * wanted.abs() + 1e-30
-            worst = max(worst, float(((got - wanted).abs() / bound).max()))
+        with torch.no_grad():
+            for name, layer in peft_model.base_model.model.items():
+                base = pristine[f"base_model.model.{name}.base_layer.weight"].float()
+                delta = layer.lora_B["default"].weight.float() @ layer.lora_A["default"].weight.float()
+                wanted = base + layer.scaling["default"] * delta
+                got = sent[f"{name}.weight"].float()
+                bound = BF16_RTOL * wanted.abs() + 1e-30
+                worst = max(worst, float(((got - wanted).abs() / bound).max()))
         figures[path] = {"changed": drift(pristine, bases(peft_model)), "worst": worst, "seconds": seconds}
         print(
             f"weight sync {path}: {syncs} syncs in {seconds:.2f} s, {figures[path]['changed']:.2%} of base "
