@@ -8,7 +8,7 @@ drift step, exact-count ground truth and sticky progress flags. The seed is acce
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from schemashift.env.actions import (
@@ -463,7 +463,7 @@ def _track_progress(
             state[f"crm.contact_{params['contact_id']}_status"] = params["status"]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _frozen_criteria(criteria: tuple[str, ...]) -> FrozenList:
     """A scenario's success criteria as views show them, built once and shared by its episodes."""
     return FrozenList(criteria)
