@@ -25,7 +25,7 @@ from schemashift.env.actions import (
     InvalidAction,
 )
 from schemashift.env.episode import DriftEvent, DriftSpec, Episode, ScenarioInfo, Task
-from schemashift.env.frozen import freeze
+from schemashift.env.frozen import EMPTY_LIST, FrozenDict, FrozenList, freeze
 from schemashift.env.pipeline import StepPipeline
 from schemashift.env.rulesets.base import (
     Response,
@@ -148,7 +148,7 @@ class V1Ruleset(Ruleset):
             "difficulty": task.tier,
             "max_steps": task.max_steps,
             "task_description": task.description,
-            "success_criteria": freeze(list(task.success_criteria)),
+            "success_criteria": FrozenList(task.success_criteria),
             "tool_schemas": _start_docs(task.tools),
             "documentation_note": DOCS_NOTE,
             "drift_kinds": _DRIFT_KINDS_SHOWN,
@@ -448,26 +448,28 @@ class V1Ruleset(Ruleset):
         """A past step as the history shows it: the action, its outcome and feedback. The body of
         a response is shown once, as `last_response`, on the step that received it."""
         response = record["response"]
-        return {
-            "step": record["step"],
-            "action": record["action"],
-            "response": None
+        # Built frozen from the record's frozen parts: nothing is copied again to show it.
+        return FrozenDict(
+            step=record["step"],
+            action=record["action"],
+            response=None
             if response is None
-            else {
-                "ok": response["ok"],
-                "status": response["status"],
-                "headers": response["headers"],
-                "error": response["error"],
-            },
-            "feedback": record["feedback"],
-        }
+            else FrozenDict(
+                ok=response["ok"],
+                status=response["status"],
+                headers=response["headers"],
+                error=response["error"],
+            ),
+            feedback=record["feedback"],
+        )
 
     def observe(self, ep: Episode, feedback: str) -> dict[str, Any]:
         observation = ep.extra["base"].copy()
         observation["step"] = ep.step
         observation["token_budget_remaining"] = ep.tokens_remaining
         observation["known_state"] = ep.extra["known"]
-        observation["history"] = ep.visible_history[-HISTORY_WINDOW:]
+        history = ep.visible_history
+        observation["history"] = FrozenList(history[-HISTORY_WINDOW:]) if history else EMPTY_LIST
         observation["last_response"] = ep.history[-1]["response"] if ep.history else None
         observation["feedback"] = feedback
         observation["done"] = ep.done
