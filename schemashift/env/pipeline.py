@@ -96,6 +96,7 @@ class StepPipeline:
             if parsed is action:
                 parsed = copy.copy(parsed)
             parsed.params = freeze(parsed.params)
+        # Below, `type(x) in KEPT` skips the call for parts a ruleset built frozen already.
 
         ep.step += 1
         if tokens_used:
@@ -107,7 +108,8 @@ class StepPipeline:
             response, feedback = rs.dispatch(ep, parsed)
         # What a step produces is frozen where it is made: the record, the history and every
         # view then share it, and no copy is needed when a policy is shown it.
-        response = freeze(response)
+        if type(response) not in KEPT:
+            response = freeze(response)
         pre = rs.before_effects(ep, parsed, response)
         rs.apply_effects(ep, parsed, response)
         record = {
@@ -122,10 +124,14 @@ class StepPipeline:
         }
         ep.history.append(record)
         ep.done = rs.is_terminal(ep, parsed)
-        reward = record["reward"] = freeze(rs.reward(ep, parsed, response, pre))
+        reward = rs.reward(ep, parsed, response, pre)
+        if type(reward) not in KEPT:
+            reward = freeze(reward)
+        record["reward"] = reward
         if fired:
             record["feedback"] = feedback = rs.decorate_feedback(ep, feedback, fired)
-        ep.visible_history.append(freeze(rs.visible_step(record)))
+        shown = rs.visible_step(record)
+        ep.visible_history.append(shown if type(shown) in KEPT else freeze(shown))
         view = rs.observe(ep, feedback)
         if not self.snapshots:
             return view, reward

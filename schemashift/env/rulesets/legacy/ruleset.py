@@ -469,19 +469,17 @@ def _frozen_criteria(criteria: tuple[str, ...]) -> FrozenList:
     return FrozenList(criteria)
 
 
-def _matches(actual: Any, expected: Any) -> bool:
-    if isinstance(expected, list):
-        return isinstance(actual, list) and all(item in actual for item in expected)
-    return actual == expected
-
-
 def _completion(ep: Episode) -> tuple[float, bool]:
     """(fraction of ground-truth keys met, all met); the caller caches it until the state changes."""
     truth = ep.task.ground_truth
     state = ep.agent_state
     met = 0
     for key, expected in truth.items():
-        if _matches(state.get(key), expected):
+        actual = state.get(key)
+        if isinstance(expected, list):
+            if isinstance(actual, list) and all(item in actual for item in expected):
+                met += 1
+        elif actual == expected:
             met += 1
     return (met / len(truth) if truth else 0.0), met == len(truth)
 

@@ -163,7 +163,7 @@ class V1Ruleset(Ruleset):
         extra["invalid"] = 0
         extra["retired_calls"] = 0
         extra["summary_text"] = None
-        extra["known"] = freeze({})
+        extra["known"] = FrozenDict()
         extra["met"] = [False] * len(task.ground_truth["criteria"])
         extra["damage"] = dict.fromkeys(task.tools, ())
         extra["dirty"] = {*task.tools, None}
@@ -222,7 +222,7 @@ class V1Ruleset(Ruleset):
                 ep.extra["dirty"].add(action.tool)
                 key = _KNOWN_KEYS[(action.tool, live.canonical)]
                 known = ep.extra["known"]
-                ep.extra["known"] = freeze({**known, key: known.get(key, 0) + 1})
+                ep.extra["known"] = FrozenDict({**known, key: known.get(key, 0) + 1})
             return response, f"Called {action.tool}.{action.endpoint}: status=200"
         if response["body"]["code"] == "endpoint_retired":
             ep.extra["retired_calls"] += 1
@@ -325,16 +325,24 @@ class V1Ruleset(Ruleset):
         phi_now = 0.0 if ep.done else extra["phi_now"]
         shaping = GAMMA * phi_now - extra["phi"]
         extra["phi"] = phi_now
+        if not ep.done:
+            extra["training_reward"] += shaping
+            # Built frozen, so the Environment hands it out without copying it again.
+            return FrozenDict(
+                phi=phi_now,
+                shaping=shaping,
+                reward=shaping,
+                training_reward=extra["training_reward"],
+                steps=ep.step,
+                done=False,
+            )
         breakdown: dict[str, Any] = {"phi": phi_now, "shaping": shaping}
-        terminal = 0.0
-        if ep.done:
-            grade = self._grade(ep)
-            terminal = grade["terminal_value"]
-            breakdown.update(grade)
-        step_reward = shaping + terminal
+        grade = self._grade(ep)
+        breakdown.update(grade)
+        step_reward = shaping + grade["terminal_value"]
         extra["training_reward"] += step_reward
         breakdown.update(
-            reward=step_reward, training_reward=extra["training_reward"], steps=ep.step, done=ep.done
+            reward=step_reward, training_reward=extra["training_reward"], steps=ep.step, done=True
         )
         return breakdown
 
