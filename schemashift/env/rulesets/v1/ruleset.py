@@ -285,9 +285,6 @@ class V1Ruleset(Ruleset):
             return
         tool = action.tool
         api = ep.tools.get(tool)
-        # A call that meets a new drift may fail on it; that failure is not held against the
-        # drifts met earlier.
-        meets_new = any(d.fired_step == step for d in ep.drifts)
         for drift in ep.drifts:
             spec = drift.spec
             if not drift.fired or spec.tool != tool:
@@ -301,7 +298,13 @@ class V1Ruleset(Ruleset):
             if not response["ok"]:
                 extra["evidence"].setdefault(index, step)
                 if on_target and index not in extra["recovered"]:
-                    if meets_new and drift.fired_step < step and index in extra["failed"]:
+                    # A call that meets a new drift may fail on it; that failure is not held
+                    # against the drifts met earlier.
+                    if (
+                        drift.fired_step < step
+                        and index in extra["failed"]
+                        and any(d.fired_step == step for d in ep.drifts)
+                    ):
                         continue
                     extra["failed"].setdefault(index, step)
                     extra["failures"][index] = extra["failures"].get(index, 0) + 1
