@@ -1,9 +1,31 @@
 """In-process step latency: policy_aware_heuristic episodes over the six legacy scenarios.
 
 The figure covers the whole loop, the agent's decision included, as the original's 86 us/step
-was measured. Target: at most 17 us per step (goal 9 us), set when observations were shared
-read-only views; since they are frozen snapshots (docs/architecture.md) legacy measures about
-21-23 us here, against 13 before. Prints the median of several repeats.
+was measured. Target: at most 17 us per step (goal 9 us), i.e. at least 86/17 = 5.06x faster
+than the original measured side by side (goal 10x); v1 with `--fresh-seeds` at most 1.5x
+legacy. Prints the median of several repeats, wall-clock and CPU time (`time.process_time`).
+
+What the profile showed (issue 35; cProfile and line_profiler over 3000 legacy episodes) once
+observations became frozen snapshots: `freeze` and `frozen_view` took about 28% of the loop.
+Every step handed the generic, recursive `freeze` dicts built plain a moment before (the
+response and its body, the 14-key reward breakdown, the history entry, the known state with its
+lists) and `frozen_view` rebuilt the top-level dict and the history window of every
+observation; each reset rebuilt the documentation (55% of `observe` on those steps), the success
+criteria and an empty drift list. 11 `freeze` calls per step, 128 function calls per step.
+Now the rulesets build those parts frozen where they are made (`FrozenDict(...)` directly,
+responses frozen in `ok()`/`error()`, drifted schema entries frozen as built), the Environment
+skips `freeze` for a part that is frozen already and hands out a view whose parts are all
+frozen as it is (one `issuperset` check), and the parts every episode starts with are built
+once and shared between episodes (frozen, so sharing is safe): 3 `freeze` calls and 101
+function calls per step. The guarantees are unchanged: tests/env/test_observation_snapshots.py.
+What is left is the rules themselves (reward and completion about 20% of a step, the tool call
+15%, parsing 8%) and, for v1 with fresh seeds, building the task (about a third of its loop:
+random draws of the world and the drift plan that the published seeds fix).
+Measured against the commit before, run alternately on the same loaded 2-core machine (three
+rounds of 9 repeats of 1500 episodes): ratio original/ours 4.78-5.15 (CPU time 4.78-5.07),
+before 3.47-3.67; on that load ours 22.7-26.3 us/step against 36.6-37.3. So legacy is at the
+target's edge and far from the goal, and v1/legacy with fresh seeds went from 1.18-1.64 to
+1.76-1.94 (docs/rulesets.md, Cost): v1 gained less because its task construction is untouched.
 
 Absolute figures depend on the machine and its load, so the target is really a ratio to the
 original. `--original DIR` takes a checkout of the original SchemaShift repository (it needs
