@@ -58,6 +58,8 @@ class FrozenList(list):
 
 #: what a frozen container may hold as it is: immutable leaves and frozen containers
 KEPT = LEAVES | {FrozenDict, FrozenList}
+#: shared by every view that shows nothing yet (frozen, so sharing it is safe)
+EMPTY_LIST = FrozenList()
 
 
 def freeze(value: Any, _kept: frozenset = KEPT) -> Any:

@@ -34,7 +34,8 @@ class ViewEncoder:
             old = previous.get(key, _MISSING)
             if old is value:
                 continue
-            if type(value) is list and type(old) is list:
+            # Lists of either kind: plain, or read-only (the history window a ruleset built frozen).
+            if isinstance(value, list) and isinstance(old, list):
                 slid = _slide(old, value)
                 if slid is not None:
                     shifted[key] = slid

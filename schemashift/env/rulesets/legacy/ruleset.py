@@ -8,6 +8,7 @@ drift step, exact-count ground truth and sticky progress flags. The seed is acce
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from schemashift.env.actions import (
@@ -19,7 +20,7 @@ from schemashift.env.actions import (
     Action,
 )
 from schemashift.env.episode import DriftEvent, Episode, ScenarioInfo, Task
-from schemashift.env.frozen import freeze
+from schemashift.env.frozen import EMPTY_LIST, FrozenDict, FrozenList, freeze
 from schemashift.env.rulesets.base import (
     Response,
     Ruleset,
@@ -84,6 +85,8 @@ class LegacyRuleset(Ruleset):
             ScenarioInfo(sid, s["tier"], sid, s["tools"], s["max_steps"], s["description"])
             for sid, s in SCENARIOS.items()
         ]
+        #: the documentation episodes start with, by their tools (see new_episode)
+        self._start_docs: dict[tuple[str, ...], dict[str, Any]] = {}
 
     def scenarios(self) -> list[ScenarioInfo]:
         return list(self._infos)
@@ -128,10 +131,17 @@ class LegacyRuleset(Ruleset):
             "max_steps": task.max_steps,
             "token_budget_remaining": task.token_budget,
             "task_description": task.description,
-            "success_criteria": freeze(list(task.success_criteria)),
+            "success_criteria": _frozen_criteria(task.success_criteria),
         }
-        # Parts of views are frozen where they are made (see schemashift.env.frozen).
-        ep.extra["visible_drifts"] = freeze([])
+        # Parts of views are frozen where they are made (see schemashift.env.frozen), and
+        # those every episode starts with are shared between episodes.
+        docs = self._start_docs.get(task.tools)
+        if docs is None:
+            # Fresh tools of a class share one schema view, so every episode over the same tools
+            # starts with the same documentation until a drift changes a tool.
+            docs = self._start_docs[task.tools] = self.documentation(ep)
+        ep.docs = docs
+        ep.extra["visible_drifts"] = EMPTY_LIST
         ep.extra["completion"] = None
         ep.extra["known_state"] = None
         ep.extra["drift_tally"] = DriftTally(ep)
@@ -273,22 +283,23 @@ class LegacyRuleset(Ruleset):
         shaped_total = weighted * catastrophic_gate * final_gate + pre
         binary = 1.0 if completion >= 0.95 and gates >= 1.0 else 0.0
         ep.cumulative_reward += shaped_total
-        return {
-            "completion": completion,
-            "drift_detection": drift_detection,
-            "adaptation": adaptation,
-            "efficiency": efficiency,
-            "catastrophic_gate": catastrophic_gate,
-            "correct_final_gate": final_gate,
-            "step_shaping": pre,
-            "shaped_total": shaped_total,
-            "binary": binary,
-            "cumulative_reward": ep.cumulative_reward,
-            "success": binary == 1.0,
-            "score": shaped_total,
-            "steps": ep.step,
-            "done": ep.done,
-        }
+        # Built frozen, so the Environment hands it out without copying it again.
+        return FrozenDict(
+            completion=completion,
+            drift_detection=drift_detection,
+            adaptation=adaptation,
+            efficiency=efficiency,
+            catastrophic_gate=catastrophic_gate,
+            correct_final_gate=final_gate,
+            step_shaping=pre,
+            shaped_total=shaped_total,
+            binary=binary,
+            cumulative_reward=ep.cumulative_reward,
+            success=binary == 1.0,
+            score=shaped_total,
+            steps=ep.step,
+            done=ep.done,
+        )
 
     def catastrophe(self, ep: Episode) -> bool:
         """The original's catastrophe flag, which nothing in its world ever sets."""
@@ -302,16 +313,17 @@ class LegacyRuleset(Ruleset):
         """The live schema of every tool, rebuilt after drift."""
         docs = ep.docs
         if docs is None:
-            docs = ep.docs = freeze({name: tool.schema_view() for name, tool in ep.tools.items()})
+            docs = ep.docs = FrozenDict({name: tool.schema_view() for name, tool in ep.tools.items()})
         return docs
 
     def visible_step(self, record: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "step": record["step"],
-            "action": record["action"],
-            "response": record["response"],
-            "reward_breakdown": record["reward"],
-        }
+        # The record's parts are frozen already, so this is frozen as built.
+        return FrozenDict(
+            step=record["step"],
+            action=record["action"],
+            response=record["response"],
+            reward_breakdown=record["reward"],
+        )
 
     def observe(self, ep: Episode, feedback: str) -> dict[str, Any]:
         observation = ep.extra["observation_base"].copy()
@@ -321,9 +333,10 @@ class LegacyRuleset(Ruleset):
         known = ep.extra["known_state"]
         if known is None:
             # The agent state changed since the last observation: snapshot it again.
-            known = ep.extra["known_state"] = freeze(dict(ep.agent_state))
+            known = ep.extra["known_state"] = freeze(ep.agent_state)
         observation["known_state"] = known
-        observation["history"] = ep.visible_history[-HISTORY_WINDOW:]
+        history = ep.visible_history
+        observation["history"] = FrozenList(history[-HISTORY_WINDOW:]) if history else EMPTY_LIST
         observation["last_response"] = ep.history[-1]["response"] if ep.history else None
         observation["drift_events_visible"] = ep.extra["visible_drifts"]
         observation["done"] = ep.done
@@ -422,9 +435,10 @@ def _track_progress(
         for keyword, flag in SUBJECT_FLAGS:
             if keyword in subject_lc:
                 state[flag] = True
-        recipients = state.get("mail.all_recipients", [])
+        recipients = state.get("mail.all_recipients", EMPTY_LIST)
         if to and to not in recipients:
-            recipients = [*recipients, to]
+            # Frozen here, so snapshots of the state share it instead of copying it.
+            recipients = FrozenList([*recipients, to])
         state["mail.all_recipients"] = recipients
         if ALL_HANDS_RECIPIENTS.issubset(r for r in recipients if isinstance(r, str)):
             state["mail.sent_to_all_three_recipients"] = True
@@ -433,7 +447,7 @@ def _track_progress(
         body = body if isinstance(body, dict) else {}
         people = body.get("attendees") or body.get("participants") or []
         emails = [p.get("email") if isinstance(p, dict) else p for p in people]
-        state["calendar.last_event_attendees"] = emails
+        state["calendar.last_event_attendees"] = FrozenList(emails)
         for (first, second), flag in ATTENDEE_PAIR_FLAGS:
             if first in emails and second in emails:
                 state[flag] = True
@@ -449,10 +463,10 @@ def _track_progress(
             state[f"crm.contact_{params['contact_id']}_status"] = params["status"]
 
 
-def _matches(actual: Any, expected: Any) -> bool:
-    if isinstance(expected, list):
-        return isinstance(actual, list) and all(item in actual for item in expected)
-    return actual == expected
+@cache
+def _frozen_criteria(criteria: tuple[str, ...]) -> FrozenList:
+    """A scenario's success criteria as views show them, built once and shared by its episodes."""
+    return FrozenList(criteria)
 
 
 def _completion(ep: Episode) -> tuple[float, bool]:
@@ -461,7 +475,11 @@ def _completion(ep: Episode) -> tuple[float, bool]:
     state = ep.agent_state
     met = 0
     for key, expected in truth.items():
-        if _matches(state.get(key), expected):
+        actual = state.get(key)
+        if isinstance(expected, list):
+            if isinstance(actual, list) and all(item in actual for item in expected):
+                met += 1
+        elif actual == expected:
             met += 1
     return (met / len(truth) if truth else 0.0), met == len(truth)
 

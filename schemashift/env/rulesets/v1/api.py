@@ -6,7 +6,8 @@ parameter names and types, extra required parameters, response layout, error sta
 limit. Drift changes only that contract, so every kind applies to every tool through the same
 code, and the oracle can render a canonical call under the live contract (`render`).
 
-Responses are plain dicts: {ok, status, headers, body, error}. Errors carry
+Responses are read-only dicts (`schemashift.env.frozen`), frozen where they are made:
+{ok, status, headers, body, error}. Errors carry
 `body = {"code": label, "message": text}` so that the cause stays readable when a drift remaps
 the status. Nothing here announces a drift: agents learn of it from responses, headers and the
 live schema (`schema_view`).
@@ -18,10 +19,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from schemashift.env.frozen import freeze
+from schemashift.env.frozen import FrozenDict, freeze
 
 Response = dict[str, Any]
-NO_HEADERS: dict[str, str] = {}
+NO_HEADERS: dict[str, str] = FrozenDict()
 
 ERROR_LABELS = {
     400: "bad_request",
@@ -33,20 +34,21 @@ ERROR_LABELS = {
 
 
 def ok(body: Any, headers: dict[str, str] = NO_HEADERS) -> Response:
-    return {"ok": True, "status": 200, "headers": headers, "body": body, "error": None}
+    """A success, frozen where it is made (the body may hold world records: it is copied)."""
+    return FrozenDict(ok=True, status=200, headers=freeze(headers), body=freeze(body), error=None)
 
 
 def error(
     status: int, message: str, code: str | None = None, headers: dict[str, str] = NO_HEADERS
 ) -> Response:
     label = code or ERROR_LABELS.get(status, "error")
-    return {
-        "ok": False,
-        "status": status,
-        "headers": headers,
-        "body": {"code": label, "message": message},
-        "error": message,
-    }
+    return FrozenDict(
+        ok=False,
+        status=status,
+        headers=freeze(headers),
+        body=FrozenDict(code=label, message=message),
+        error=message,
+    )
 
 
 class ApiError(Exception):

@@ -25,7 +25,7 @@ from schemashift.env.actions import (
     InvalidAction,
 )
 from schemashift.env.episode import DriftEvent, DriftSpec, Episode, ScenarioInfo, Task
-from schemashift.env.frozen import freeze
+from schemashift.env.frozen import EMPTY_LIST, FrozenDict, FrozenList, freeze
 from schemashift.env.pipeline import StepPipeline
 from schemashift.env.rulesets.base import (
     Response,
@@ -148,7 +148,7 @@ class V1Ruleset(Ruleset):
             "difficulty": task.tier,
             "max_steps": task.max_steps,
             "task_description": task.description,
-            "success_criteria": freeze(list(task.success_criteria)),
+            "success_criteria": FrozenList(task.success_criteria),
             "tool_schemas": _start_docs(task.tools),
             "documentation_note": DOCS_NOTE,
             "drift_kinds": _DRIFT_KINDS_SHOWN,
@@ -163,7 +163,7 @@ class V1Ruleset(Ruleset):
         extra["invalid"] = 0
         extra["retired_calls"] = 0
         extra["summary_text"] = None
-        extra["known"] = freeze({})
+        extra["known"] = FrozenDict()
         extra["met"] = [False] * len(task.ground_truth["criteria"])
         extra["damage"] = dict.fromkeys(task.tools, ())
         extra["dirty"] = {*task.tools, None}
@@ -222,7 +222,7 @@ class V1Ruleset(Ruleset):
                 ep.extra["dirty"].add(action.tool)
                 key = _KNOWN_KEYS[(action.tool, live.canonical)]
                 known = ep.extra["known"]
-                ep.extra["known"] = freeze({**known, key: known.get(key, 0) + 1})
+                ep.extra["known"] = FrozenDict({**known, key: known.get(key, 0) + 1})
             return response, f"Called {action.tool}.{action.endpoint}: status=200"
         if response["body"]["code"] == "endpoint_retired":
             ep.extra["retired_calls"] += 1
@@ -285,9 +285,6 @@ class V1Ruleset(Ruleset):
             return
         tool = action.tool
         api = ep.tools.get(tool)
-        # A call that meets a new drift may fail on it; that failure is not held against the
-        # drifts met earlier.
-        meets_new = any(d.fired_step == step for d in ep.drifts)
         for drift in ep.drifts:
             spec = drift.spec
             if not drift.fired or spec.tool != tool:
@@ -301,7 +298,13 @@ class V1Ruleset(Ruleset):
             if not response["ok"]:
                 extra["evidence"].setdefault(index, step)
                 if on_target and index not in extra["recovered"]:
-                    if meets_new and drift.fired_step < step and index in extra["failed"]:
+                    # A call that meets a new drift may fail on it; that failure is not held
+                    # against the drifts met earlier.
+                    if (
+                        drift.fired_step < step
+                        and index in extra["failed"]
+                        and any(d.fired_step == step for d in ep.drifts)
+                    ):
                         continue
                     extra["failed"].setdefault(index, step)
                     extra["failures"][index] = extra["failures"].get(index, 0) + 1
@@ -325,16 +328,24 @@ class V1Ruleset(Ruleset):
         phi_now = 0.0 if ep.done else extra["phi_now"]
         shaping = GAMMA * phi_now - extra["phi"]
         extra["phi"] = phi_now
+        if not ep.done:
+            extra["training_reward"] += shaping
+            # Built frozen, so the Environment hands it out without copying it again.
+            return FrozenDict(
+                phi=phi_now,
+                shaping=shaping,
+                reward=shaping,
+                training_reward=extra["training_reward"],
+                steps=ep.step,
+                done=False,
+            )
         breakdown: dict[str, Any] = {"phi": phi_now, "shaping": shaping}
-        terminal = 0.0
-        if ep.done:
-            grade = self._grade(ep)
-            terminal = grade["terminal_value"]
-            breakdown.update(grade)
-        step_reward = shaping + terminal
+        grade = self._grade(ep)
+        breakdown.update(grade)
+        step_reward = shaping + grade["terminal_value"]
         extra["training_reward"] += step_reward
         breakdown.update(
-            reward=step_reward, training_reward=extra["training_reward"], steps=ep.step, done=ep.done
+            reward=step_reward, training_reward=extra["training_reward"], steps=ep.step, done=True
         )
         return breakdown
 
@@ -448,26 +459,28 @@ class V1Ruleset(Ruleset):
         """A past step as the history shows it: the action, its outcome and feedback. The body of
         a response is shown once, as `last_response`, on the step that received it."""
         response = record["response"]
-        return {
-            "step": record["step"],
-            "action": record["action"],
-            "response": None
+        # Built frozen from the record's frozen parts: nothing is copied again to show it.
+        return FrozenDict(
+            step=record["step"],
+            action=record["action"],
+            response=None
             if response is None
-            else {
-                "ok": response["ok"],
-                "status": response["status"],
-                "headers": response["headers"],
-                "error": response["error"],
-            },
-            "feedback": record["feedback"],
-        }
+            else FrozenDict(
+                ok=response["ok"],
+                status=response["status"],
+                headers=response["headers"],
+                error=response["error"],
+            ),
+            feedback=record["feedback"],
+        )
 
     def observe(self, ep: Episode, feedback: str) -> dict[str, Any]:
         observation = ep.extra["base"].copy()
         observation["step"] = ep.step
         observation["token_budget_remaining"] = ep.tokens_remaining
         observation["known_state"] = ep.extra["known"]
-        observation["history"] = ep.visible_history[-HISTORY_WINDOW:]
+        history = ep.visible_history
+        observation["history"] = FrozenList(history[-HISTORY_WINDOW:]) if history else EMPTY_LIST
         observation["last_response"] = ep.history[-1]["response"] if ep.history else None
         observation["feedback"] = feedback
         observation["done"] = ep.done

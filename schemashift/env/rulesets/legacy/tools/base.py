@@ -10,18 +10,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from schemashift.env.frozen import freeze
+from schemashift.env.frozen import FrozenDict, FrozenList, freeze
 
 Response = dict[str, Any]
 Handler = Callable[[dict[str, Any]], Response]
 
 
 def ok(body: dict[str, Any]) -> Response:
-    return {"ok": True, "status": 200, "body": body, "error": None}
+    """A success, frozen where it is made (the body may hold world records: it is copied)."""
+    return FrozenDict(ok=True, status=200, body=freeze(body), error=None)
 
 
 def fail(status: int, error: str) -> Response:
-    return {"ok": False, "status": status, "body": None, "error": error}
+    return FrozenDict(ok=False, status=status, body=None, error=error)
 
 
 def copy_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -62,15 +63,16 @@ class EndpointSchema:
             dict(self.error_codes),
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form; error-code keys become strings as they would over the wire."""
-        return {
-            "name": self.name,
-            "params": dict(self.params),
-            "required": list(self.required),
-            "response_shape": dict(self.response_shape),
-            "error_codes": {str(code): label for code, label in self.error_codes.items()},
-        }
+    def frozen(self) -> FrozenDict:
+        """JSON form, read-only and built directly; error-code keys become strings as they would
+        over the wire."""
+        return FrozenDict(
+            name=self.name,
+            params=FrozenDict(self.params),
+            required=FrozenList(self.required),
+            response_shape=FrozenDict(self.response_shape),
+            error_codes=FrozenDict({str(code): label for code, label in self.error_codes.items()}),
+        )
 
 
 class Tool:
@@ -87,7 +89,7 @@ class Tool:
         templates = _TEMPLATES.get(cls)
         if templates is None:
             templates = _TEMPLATES[cls] = {s.name: s for s in self.baseline_schemas()}
-            _BASELINE_VIEWS[cls] = freeze({name: s.to_dict() for name, s in templates.items()})
+            _BASELINE_VIEWS[cls] = FrozenDict({name: s.frozen() for name, s in templates.items()})
         self._templates = templates
         # Copy-on-write: endpoints share the class's baseline schemas until drift changes them.
         self.schemas: dict[str, EndpointSchema] = dict(templates)
@@ -165,10 +167,12 @@ class Tool:
         if view is None:
             # Endpoints still sharing the baseline schema reuse its serialised form.
             templates, baseline = self._templates, _BASELINE_VIEWS[type(self)]
-            view = {}
-            for name, schema in self.schemas.items():
-                view[name] = baseline[name] if schema is templates.get(name) else schema.to_dict()
-            view = self._schema_view = freeze(view)
+            view = self._schema_view = FrozenDict(
+                {
+                    name: baseline[name] if schema is templates.get(name) else schema.frozen()
+                    for name, schema in self.schemas.items()
+                }
+            )
         return view
 
     # -- helpers for drift handlers ----------------------------------------------------------------
