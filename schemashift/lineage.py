@@ -30,6 +30,17 @@ GO_NO_GO_STEP = 20
 #: the Trackio project of the benchmark: training's live logging and the report's export (one run
 #: per training run, named as the run, grouped by `<ruleset>/<reward>`) both use it
 TRACKIO_PROJECT = "schemashift"
+#: TRL's log key -> our metric column, for the engine/trainer mismatch TRL measures where it
+#: generates with vLLM and corrects for it (importance-sampling ratios of trainer to engine
+#: probability of the sampled tokens, after TRL's truncation; absolute log-probability
+#: differences). The trainer records them, the report shows them; other stacks log none (null).
+SAMPLING_COLUMNS = {
+    "sampling/importance_sampling_ratio/min": "is_ratio_min",
+    "sampling/importance_sampling_ratio/mean": "is_ratio_mean",
+    "sampling/importance_sampling_ratio/max": "is_ratio_max",
+    "sampling/sampling_logp_difference/mean": "logp_diff_mean",
+    "sampling/sampling_logp_difference/max": "logp_diff_max",
+}
 #: the training-lineage columns a Trackio run shows under `train_verified/`
 TRAIN_VERIFIED_COLUMNS = (
     "reward_mean",
@@ -40,11 +51,7 @@ TRAIN_VERIFIED_COLUMNS = (
     "kl",
     "grad_norm",
     "learning_rate",
-    "is_ratio_min",
-    "is_ratio_mean",
-    "is_ratio_max",
-    "logp_diff_mean",
-    "logp_diff_max",
+    *SAMPLING_COLUMNS.values(),
     "completion_tokens",
     "tool_calls_per_episode",
     "seconds_per_step",

@@ -17,23 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from schemashift import provenance
-from schemashift.lineage import GO_NO_GO_FILE, GO_NO_GO_STEP, go_no_go
+from schemashift.lineage import GO_NO_GO_FILE, GO_NO_GO_STEP, SAMPLING_COLUMNS, go_no_go
 from schemashift.rollout.io import atomic_write, write_json
 
 LOG_NAME = "metrics.jsonl"
 PARQUET_NAME = "metrics.parquet"
-
-#: TRL's log key -> our column, for the engine/trainer mismatch TRL measures where it generates
-#: with vLLM and corrects for it (importance-sampling ratios of trainer to engine probability of
-#: the sampled tokens, after TRL's truncation; absolute log-probability differences). The other
-#: stacks log none of them and their rows hold null.
-SAMPLING_COLUMNS = {
-    "sampling/importance_sampling_ratio/min": "is_ratio_min",
-    "sampling/importance_sampling_ratio/mean": "is_ratio_mean",
-    "sampling/importance_sampling_ratio/max": "is_ratio_max",
-    "sampling/sampling_logp_difference/mean": "logp_diff_mean",
-    "sampling/sampling_logp_difference/max": "logp_diff_max",
-}
 
 
 def sampling_metrics(logs: Mapping[str, Any]) -> dict[str, float | None]:

@@ -30,8 +30,8 @@ from fixture_results import (
 )
 
 from schemashift.cli import main
+from schemashift.lineage import SAMPLING_COLUMNS
 from schemashift.report.dashboard import GROUPS, read_metrics
-from schemashift.train.metrics import SAMPLING_COLUMNS
 
 pytest.importorskip("trackio")
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]

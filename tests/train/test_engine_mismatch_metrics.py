@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from schemashift.lineage import train_verified_metrics
-from schemashift.train.metrics import LOG_NAME, SAMPLING_COLUMNS, MetricsLog
+from schemashift.lineage import SAMPLING_COLUMNS, train_verified_metrics
+from schemashift.train.metrics import LOG_NAME, MetricsLog
 
 pytest.importorskip("trl")
 
