@@ -281,6 +281,7 @@ def real_shape(tokenizer_dir: Path, workdir: Path, device: str) -> list[str]:
         rollout_episodes=EPISODES_PER_STEP,
         lora_rank=run["lora_r"],
         lora_targets=list(run["lora_target_modules"]),
+        reference_adapter=run["beta"] != 0,
     )
     peak = row["peak_gpu_mem_gb"]
     print(

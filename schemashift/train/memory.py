@@ -8,7 +8,8 @@ other at the real shape (Qwen2.5-1.5B: 151,936-token logits, head dim 128).
 
 Counted, in bytes, for one process:
 - the weights as loaded (their real size, read off the model);
-- the LoRA adapter in float32 (peft keeps it there) with its gradient and Adam's two moments;
+- the LoRA adapter in float32 (peft keeps it there) with its gradient and Adam's two moments,
+  and, with a KL term (beta > 0), TRL's frozen copy of it, its reference adapter;
 - the larger of two phases:
   - generation: the key/value cache of the rollout's episodes, each up to the engine length;
   - the training step on one sequence of the engine length (batch 1 per forward): with gradient
@@ -95,16 +96,17 @@ def estimate_gib(
     rollout_episodes: int,
     lora_rank: int,
     lora_targets: list[str],
-    gradient_checkpointing: bool = True,
+    reference_adapter: bool,
 ) -> dict[str, float]:
     """The estimated peak and its parts, in GiB (see the module docstring for what is counted)."""
     width = DTYPE_BYTES[dtype]
     tokens = sequence_tokens
-    adapter = shape.lora_parameters(lora_rank, lora_targets) * 4 * 4
+    lora = shape.lora_parameters(lora_rank, lora_targets)
+    adapter = lora * 4 * (4 + (1 if reference_adapter else 0))
     cache = rollout_episodes * tokens * shape.layers * 2 * shape.kv_heads * shape.head_dim * width
     layer = tokens * (LAYER_HIDDEN_FACTOR * shape.hidden + LAYER_INTERMEDIATE_FACTOR * shape.intermediate)
     saved = tokens * shape.hidden * shape.layers
-    activations = (saved + layer if gradient_checkpointing else layer * shape.layers) * width
+    activations = (saved + layer) * width
     logits = tokens * shape.vocab * (width + width + 4 + width)
     parts = {
         "weights": weight_bytes / GIB,
@@ -131,4 +133,5 @@ def run_estimate_gib(model: Any, settings: Mapping[str, Any], sequence_tokens: i
         rollout_episodes=settings["per_device_train_batch_size"] * settings["gradient_accumulation_steps"],
         lora_rank=settings["lora_r"],
         lora_targets=list(settings["lora_target_modules"]),
+        reference_adapter=settings["beta"] != 0,
     )

@@ -73,7 +73,10 @@ def test_unsloths_adapter_gets_the_runs_seed(tiny_model, tmp_path, monkeypatch):
 
 def test_a_rollout_leaves_the_stacks_gradient_checkpointing_in_place(tiny_model, tmp_path):
     """TRL's unwrap re-enables checkpointing with Hugging Face's function; the function a stack
-    installed (here a marked one) must be the one the next training step uses."""
+    installed (here a marked one) must be the one the next training step uses. The rollout is
+    called as TRL calls it, with TRL's real unwrap and accelerate's real Accelerator; the trainer
+    is the namespace of the attributes the rollout reads, because a GRPOTrainer would install its
+    own checkpointing function at construction and leave no room to install a marked one."""
     import functools
 
     import torch.utils.checkpoint
@@ -170,3 +173,22 @@ def _lora_checkpoint(tiny_model, folder):
     )
     model.save_pretrained(folder)
     return folder
+
+
+def test_the_quantisation_is_read_off_the_loaded_model(tiny_model):
+    """What a quantising loader leaves on a model: bitsandbytes' flags, or a config's
+    `quantization_config` (as a dict or an object with `quant_method`)."""
+    import types
+
+    from transformers import AutoModelForCausalLM
+
+    from schemashift.train.trainer import effective_quantization
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    assert effective_quantization(model) is None
+    model.config.quantization_config = {"quant_method": "gptq", "bits": 4}
+    assert effective_quantization(model) == "gptq"
+    model.config.quantization_config = types.SimpleNamespace(quant_method=types.SimpleNamespace(value="awq"))
+    assert effective_quantization(model) == "awq"
+    model.is_loaded_in_4bit = True
+    assert effective_quantization(model) == "bitsandbytes-4bit"
