@@ -75,8 +75,9 @@ def test_a_rollout_leaves_the_stacks_gradient_checkpointing_in_place(tiny_model,
     """TRL's unwrap re-enables checkpointing with Hugging Face's function; the function a stack
     installed (here a marked one) must be the one the next training step uses. The rollout is
     called as TRL calls it, with TRL's real unwrap and accelerate's real Accelerator; the trainer
-    is the namespace of the attributes the rollout reads, because a GRPOTrainer would install its
-    own checkpointing function at construction and leave no room to install a marked one."""
+    is the namespace of the attributes the rollout reads, because a GRPOTrainer enables Hugging
+    Face's checkpointing itself when training starts, before its first rollout, which leaves no
+    point at which to install a marked function."""
     import functools
 
     import torch.utils.checkpoint
