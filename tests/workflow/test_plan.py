@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from workflow_support import REPO, TEST_CONFIG
 
 from schemashift.cli import build_parser, discover_verbs
@@ -435,3 +437,39 @@ def test_runs_sharing_a_base_model_with_different_budgets_are_a_config_error():
         plan.model_subjects()
     with pytest.raises(ConfigError, match="differ in their prompt budgets"):
         plan.subject("base/tiny-qwen2")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    bases=st.lists(st.sampled_from(["org/A-1B", "org/B-1B", "org/C-7B"]), min_size=1, max_size=5),
+    budgets=st.lists(st.tuples(st.sampled_from([1024, 2048, 3968]), st.sampled_from([64, 128])), min_size=5),
+)
+@pytest.mark.timeout(120)
+def test_any_mix_of_bases_and_budgets_evaluates_each_subject_with_its_runs_budgets(bases, budgets):
+    """Runs on any bases with any budgets: every checkpoint plays its own run's budgets, every
+    base model those of its runs, and a base whose runs disagree is a ConfigError naming it."""
+    config = with_defaults(load("config.yaml"))
+    template = config["train"]["runs"]["run1"]
+    config["train"]["runs"] = {
+        f"r{i}": {
+            **template,
+            "base_model": base,
+            "overrides": {
+                **template.get("overrides", {}),
+                "max_prompt_tokens": budgets[i][0],
+                "max_turn_tokens": budgets[i][1],
+            },
+        }
+        for i, base in enumerate(bases)
+    }
+    plan = Plan(config, environ={})
+    for i in range(len(bases)):
+        assert eval_budget(plan.subject(f"r{i}/step-2")) == budgets[i]
+    for base in set(bases):
+        wanted = {budgets[i] for i, b in enumerate(bases) if b == base}
+        folder = f"base/{base.replace('/', '--')}"
+        if len(wanted) == 1:
+            assert eval_budget(plan.subject(folder)) == wanted.pop()
+        else:
+            with pytest.raises(ConfigError, match=f"base model '{base}' differ in their prompt budgets"):
+                plan.subject(folder)
