@@ -27,9 +27,9 @@ from schemashift.report.load import (
     find_cells,
     read_json,
     read_table,
-    subject_label,
 )
 from schemashift.rollout import records
+from schemashift.rollout.subject import subject_label
 
 if TYPE_CHECKING:
     import pyarrow as pa

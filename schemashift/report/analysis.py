@@ -24,12 +24,9 @@ from schemashift.lineage import GO_NO_GO_STEP, go_no_go
 from schemashift.report import ReportError, published
 from schemashift.report.load import (
     catalogue_tier,
-    harness_label,
     manifest_cells,
     report_policies,
     sorted_scenarios,
-    split_label,
-    subject_kind,
     tier_rank,
 )
 from schemashift.report.stats import (
@@ -41,6 +38,7 @@ from schemashift.report.stats import (
     savings_stat,
     seed_means,
 )
+from schemashift.rollout.subject import harness_label, split_label, subject_kind
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -53,8 +53,8 @@ from schemashift.report.analysis import (
     savings,
     smoothed,
 )
-from schemashift.report.load import DEFAULT_HARNESS
 from schemashift.report.stats import metric_stat
+from schemashift.rollout.subject import DEFAULT_HARNESS
 
 if TYPE_CHECKING:
     from schemashift.report.analysis import Analysis, TrainingRun

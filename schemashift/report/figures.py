@@ -24,8 +24,9 @@ from schemashift.report.analysis import (
     smoothed,
     smoothing_window,
 )
-from schemashift.report.load import coverage, coverage_text, split_label
+from schemashift.report.load import coverage, coverage_text
 from schemashift.report.stats import LEVEL, Stat
+from schemashift.rollout.subject import split_label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from schemashift.report import ReportError
 from schemashift.rollout import records, resultset
+from schemashift.rollout.subject import subject_kind, subject_label, subject_order
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,10 +27,6 @@ CELL_KEYS = ("ruleset", "policy", "scenario", "seed", "sample_index")
 #: what tells model evaluations apart: the training run, the checkpoint's optimizer step and the
 #: harness the model acted through
 MODEL_KEYS = ("train_run", "checkpoint_step", "harness")
-#: the harness a subject's label leaves unmarked (rule baselines have none)
-DEFAULT_HARNESS = "default"
-#: between a subject's label and its harness: `openai:gpt-4o-mini+tools`
-HARNESS_MARK = "+"
 TRAJECTORIES_FILE = resultset.TRAJECTORIES_FILE
 TRAINING_FILE = "metrics.parquet"
 #: scenario difficulty tiers in display order; other tiers follow, sorted
@@ -191,49 +188,6 @@ def read_expected_cells(path: str | Path) -> list[dict[str, Any]]:
     return cells
 
 
-def subject_label(
-    policy: str, train_run: Any = None, checkpoint_step: Any = None, harness: Any = None
-) -> str:
-    """How an evaluated subject appears everywhere: a checkpoint of a training run as
-    `<run>@step-<n>` (its policy name carries an adapter path), anything else by its policy name,
-    with `@step-<n>` for a checkpoint evaluated outside a named run; a harness other than the
-    default one follows as `+<harness>` (each harness is a subject of its own)."""
-    step = None if checkpoint_step is None or checkpoint_step != checkpoint_step else int(checkpoint_step)
-    run = None if train_run is None or train_run != train_run else str(train_run)
-    if run is not None:
-        label = f"{run}@step-{step if step is not None else 'final'}"
-    elif step is None or step == 0:
-        label = policy
-    else:
-        label = f"{policy}@step-{step}"
-    return harness_label(label, harness) if isinstance(harness, str) else label
-
-
-def harness_label(label: str, harness: str) -> str:
-    """The label of a subject through `harness`, from its label in the default harness."""
-    return label if harness in ("", DEFAULT_HARNESS) else f"{label}{HARNESS_MARK}{harness}"
-
-
-def split_label(label: str) -> tuple[str, str]:
-    """(the subject's label in the default harness, its harness) of a subject label."""
-    base, mark, harness = label.rpartition(HARNESS_MARK)
-    if not mark or not harness.isidentifier():
-        return label, DEFAULT_HARNESS
-    return base, harness
-
-
-def subject_kind(policy: str, train_run: Any, checkpoint_step: Any, base_model: Any) -> str:
-    """`checkpoint` (of a training run), `base` (an untrained model at step 0), `model` (an API or
-    other model baseline) or `rule` (a rule-based baseline)."""
-    if train_run is not None and train_run == train_run:
-        return "checkpoint"
-    if checkpoint_step is not None and checkpoint_step == checkpoint_step and int(checkpoint_step) == 0:
-        return "base"
-    if (base_model is not None and base_model == base_model) or ":" in policy:
-        return "model"
-    return "rule"
-
-
 def cell_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
     """(ruleset, subject, scenario, seed, sample_index): one expected cell of one evaluated subject."""
     subject = subject_label(
@@ -261,20 +215,6 @@ def report_policies(rows: pd.DataFrame, expected: Iterable[Mapping[str, Any]]) -
                 cell["policy"], cell.get("train_run"), cell.get("checkpoint_step"), None
             )
     return sorted(kinds, key=lambda label: subject_order(label, kinds[label]))
-
-
-KIND_ORDER = ("rule", "model", "base", "checkpoint")
-
-
-def subject_order(label: str, kind: str) -> tuple[Any, ...]:
-    """Rule baselines, model baselines, untrained bases, then checkpoints by run and step; a
-    subject's harnesses side by side (the default first)."""
-    base, harness = split_label(label)
-    order = (harness != DEFAULT_HARNESS, harness)
-    run, _, step = base.rpartition("@step-")
-    if kind == "checkpoint" and step.isdigit():
-        return (KIND_ORDER.index(kind), run, int(step), *order)
-    return (KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER), base, 0, *order)
 
 
 def _labels(frame: pd.DataFrame) -> list[str]:

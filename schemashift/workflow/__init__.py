@@ -4,15 +4,14 @@ targets, model evaluations and expected cells, and `digests` for each rule's cod
 Light to import (no pandas, pyarrow or torch): every parse of the Snakefile pays for it.
 """
 
+from schemashift.rollout.subject import harness_folder, split_harness
 from schemashift.workflow.plan import (
     CELL_FILES,
     ConfigError,
     Plan,
     Subject,
     gpu_visible,
-    harness_folder,
     model_slug,
-    split_harness,
 )
 
 __all__ = [

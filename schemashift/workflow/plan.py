@@ -20,27 +20,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from schemashift.rollout.subject import DEFAULT_HARNESS, check_harness, harness_folder, split_harness
+
 CELL_FILES = ("episodes.parquet", "drifts.parquet", "trajectories.jsonl.gz")
 _URL = re.compile(r"https?://[^/@\s]+(/\S*)?")
 # Where a GPU shows without running nvidia-smi: the driver lists one folder per GPU.
 NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
-
-
-#: between an evaluation subject's folder and a harness other than the default one:
-#: results/eval/api/<model>+tools/<ruleset>/ is <model> played through the tools harness
-HARNESS_MARK = "+"
-DEFAULT_HARNESS = "default"
-
-
-def harness_folder(name: str, harness: str) -> str:
-    """A subject's folder for `harness`: its name as it is for the default harness, else marked."""
-    return name if harness == DEFAULT_HARNESS else f"{name}{HARNESS_MARK}{harness}"
-
-
-def split_harness(folder: str) -> tuple[str, str]:
-    """(subject name, harness) of a subject's folder (see `harness_folder`)."""
-    name, _, harness = folder.partition(HARNESS_MARK)
-    return name, harness or DEFAULT_HARNESS
 
 
 class ConfigError(ValueError):
@@ -444,11 +429,11 @@ class Plan:
         """An evaluation subject by its folder: api/<model>, base/<slug> (step 0 of every run that
         starts from it) or <run>/step-<n>, which waits on its run's completion record; a harness
         other than the default one marks the folder (`harness_folder`)."""
-        from schemashift.policies.llm.format import HARNESSES
-
         name, harness = split_harness(folder)
-        if harness not in HARNESSES:
-            raise ValueError(f"{folder}: unknown harness {harness!r}; known: {', '.join(HARNESSES)}")
+        try:
+            check_harness(harness)
+        except ValueError as exc:
+            raise ValueError(f"{folder}: {exc}") from None
         return replace(self._subject(name), name=folder, harness=harness)
 
     def _subject(self, name: str) -> Subject:

@@ -103,7 +103,7 @@ def graded(results: Path) -> pd.DataFrame:
 
 def labels(frame: pd.DataFrame) -> pd.Series:
     """Each row's subject label (a harness other than the default one marks it: `+tools`)."""
-    from schemashift.report.load import subject_label
+    from schemashift.rollout.subject import subject_label
 
     return pd.Series(
         [

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from schemashift import lineage
 from schemashift.report import ReportError, aggregate
 from schemashift.report.analysis import Analysis
-from schemashift.report.load import subject_kind, subject_label
 from schemashift.report.tables.seed_document import go_no_go_table
 from schemashift.report.tables.training import learning_table, untrained_vs_trained_tables
 from schemashift.rollout import io, records
+from schemashift.rollout.subject import subject_kind, subject_label
 
 pytestmark = pytest.mark.timeout(120)
 QWEN, CODER = "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-Coder-1.5B-Instruct"

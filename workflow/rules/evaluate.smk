@@ -6,7 +6,7 @@ One job per (model or checkpoint, ruleset) plays that ruleset's evaluation cells
   results/eval/base/<model>/<ruleset>/     a training run's untrained base model, shared by its runs
   results/eval/<run>/step-<n>/<ruleset>/   checkpoint n of training run <run>
 each through the default (JSON-action) harness; another harness marks the subject's folder,
-as results/eval/api/<model>+tools/<ruleset>/ (schemashift.workflow.plan.harness_folder): API
+as results/eval/api/<model>+tools/<ruleset>/ (schemashift.rollout.subject.harness_folder): API
 models play the harnesses of `models.<model>.harnesses`, base models and checkpoints both.
 Each job starts its output folder afresh (the eval verb's resume state there could hold cells of
 another configuration or code) and keeps a response cache apart from it (results/cache/eval/...),

@@ -98,7 +98,6 @@ def run(args: argparse.Namespace) -> int:
     from schemashift.cli.progress import Progress
     from schemashift.env.rulesets import UnknownRuleset, get_ruleset
     from schemashift.policies import UnknownPolicy, make_policy
-    from schemashift.policies.llm.format import HARNESSES
     from schemashift.rollout import io
     from schemashift.rollout.backends import make_backend
     from schemashift.rollout.runner import (
@@ -108,11 +107,14 @@ def run(args: argparse.Namespace) -> int:
         run_sweep_batched,
         write_results,
     )
+    from schemashift.rollout.subject import check_harness
 
     if args.batch_size < 1:
         raise CliError(f"--batch-size must be at least 1, got {args.batch_size}")
-    if args.harness not in HARNESSES:
-        raise CliError(f"--harness {args.harness!r}: choose one of {', '.join(HARNESSES)}")
+    try:
+        check_harness(args.harness)
+    except ValueError as exc:
+        raise CliError(f"--harness: {exc}") from None
     if not (args.policy.startswith("hf:") or args.policy.startswith("openai:")):
         raise CliError(f"--policy {args.policy!r}: eval plays model policies (hf:..., openai:...); use `run`")
     out = Path(args.out)

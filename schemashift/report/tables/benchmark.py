@@ -19,7 +19,7 @@ from schemashift.report.analysis import (
     published_stat,
     savings,
 )
-from schemashift.report.load import DEFAULT_HARNESS, coverage, coverage_text
+from schemashift.report.load import coverage, coverage_text
 from schemashift.report.stats import (
     MIN_GENERALISATION,
     PASS_K,
@@ -40,6 +40,7 @@ from schemashift.report.tables.format import (
     slug,
     stat_record,
 )
+from schemashift.rollout.subject import DEFAULT_HARNESS
 
 RAW_COLUMNS = (
     "completion",

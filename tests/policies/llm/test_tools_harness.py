@@ -315,7 +315,7 @@ def test_eval_with_the_tools_harness_records_caches_and_resumes(tmp_path: Path, 
 def test_an_unknown_harness_is_refused(tmp_path: Path, capsys) -> None:
     args = ["eval", "--policy", "openai:m", "--base-url", "http://127.0.0.1:9/v1", "--harness", "native"]
     assert main([*args, "--out", str(tmp_path)]) == 2
-    assert "--harness 'native': choose one of default, legacy, tools" in capsys.readouterr().err
+    assert "--harness: unknown harness 'native'; known: default, legacy, tools" in capsys.readouterr().err
 
 
 def test_a_json_action_written_as_text_is_no_call() -> None:
