@@ -411,17 +411,6 @@ def write_plan(path: str | Path) -> None:
         )
 
 
-def read_metrics(db: str | Path) -> dict[str, dict[int, dict[str, Any]]]:
-    """Run -> step -> metrics of an exported database (for checks and tests)."""
-    import sqlite3
-
-    out: dict[str, dict[int, dict[str, Any]]] = {}
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        for run, step, metrics in conn.execute("SELECT run_name, step, metrics FROM metrics ORDER BY id"):
-            out.setdefault(run, {})[int(step)] = json.loads(metrics)
-    return out
-
-
 #: where `trackio show` serves by default (GRADIO_SERVER_PORT changes the port)
 DEFAULT_URL = "http://127.0.0.1:7860"
 

@@ -188,10 +188,6 @@ class Plan:
         last = first + self.config["shard_seeds"] - 1
         return f"{self.results}/cells/{ruleset}/{policy}/{scenario}/seeds-{first}-{last}"
 
-    def shard_of(self, ruleset: str, policy: str, scenario: str, seed: int) -> str:
-        """The folder of the shard that plays one cell (its records are among the shard's)."""
-        return self.shard_dir(ruleset, policy, scenario, seed - seed % self.config["shard_seeds"])
-
     def shard_seeds(self, ruleset: str, scenario: str, first: int | str, last: int | str) -> str:
         """The `--seeds` of the shard [first, last] of a ruleset's scenario; a folder that is no
         shard of this configuration is a clear error (a target typed by hand, say)."""

@@ -203,7 +203,8 @@ def _baseline_cells(results: Path, rulesets: tuple[str, ...], scenarios: tuple[s
             shards: dict[str, list] = {}
             for scenario in scenarios_for(ruleset, scenarios):
                 for seed in SEEDS:
-                    shard = shards.setdefault(plan.shard_of(ruleset, policy, scenario, seed), [])
+                    first = seed - seed % plan.config["shard_seeds"]
+                    shard = shards.setdefault(plan.shard_dir(ruleset, policy, scenario, first), [])
                     shard += [_play(policy, ruleset, scenario, seed, i, context) for i in range(SAMPLES)]
             for folder, played in shards.items():
                 write_results(Path(folder), played)

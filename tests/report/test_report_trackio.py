@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -31,7 +32,7 @@ from fixture_results import (
 
 from schemashift.cli import main
 from schemashift.lineage import SAMPLING_COLUMNS
-from schemashift.report.dashboard import GROUPS, read_metrics
+from schemashift.report.dashboard import GROUPS
 
 pytest.importorskip("trackio")
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
@@ -42,6 +43,16 @@ USAGE = {"tool_calls": "tool_calls", "tokens_in": "tokens_in", "tokens_out": "to
 USAGE_ALL = {**USAGE, "wall_s": "wall_s"}
 #: columns Trackio stamps itself with the wall-clock time of the write
 STAMPED = {"created_at"}
+
+
+def read_metrics(db: str | Path) -> dict[str, dict[int, dict[str, Any]]]:
+    """Run -> step -> metrics of an exported database, read with sqlite3 alone: what Trackio
+    stored, not what our export meant to store."""
+    out: dict[str, dict[int, dict[str, Any]]] = {}
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        for run, step, metrics in conn.execute("SELECT run_name, step, metrics FROM metrics ORDER BY id"):
+            out.setdefault(run, {})[int(step)] = json.loads(metrics)
+    return out
 
 
 @pytest.fixture(scope="module")
