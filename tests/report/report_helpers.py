@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +124,13 @@ def error_line(capsys: pytest.CaptureFixture[str], verb: str) -> str:
     lines = captured.err.strip().splitlines()
     assert lines and lines[-1].startswith(f"schemashift {verb}: error: "), captured.err
     return lines[-1]
+
+
+def read_metrics(db: str | Path) -> dict[str, dict[int, dict[str, Any]]]:
+    """Run -> step -> metrics of an exported database, read with sqlite3 alone: what Trackio
+    stored, not what our export meant to store."""
+    out: dict[str, dict[int, dict[str, Any]]] = {}
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        for run, step, metrics in conn.execute("SELECT run_name, step, metrics FROM metrics ORDER BY id"):
+            out.setdefault(run, {})[int(step)] = json.loads(metrics)
+    return out

@@ -14,7 +14,6 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pytest
@@ -29,6 +28,7 @@ from fixture_results import (
     build_aggregated,
     scenarios_for,
 )
+from report_helpers import read_metrics
 
 from schemashift.cli import main
 from schemashift.lineage import SAMPLING_COLUMNS
@@ -43,16 +43,6 @@ USAGE = {"tool_calls": "tool_calls", "tokens_in": "tokens_in", "tokens_out": "to
 USAGE_ALL = {**USAGE, "wall_s": "wall_s"}
 #: columns Trackio stamps itself with the wall-clock time of the write
 STAMPED = {"created_at"}
-
-
-def read_metrics(db: str | Path) -> dict[str, dict[int, dict[str, Any]]]:
-    """Run -> step -> metrics of an exported database, read with sqlite3 alone: what Trackio
-    stored, not what our export meant to store."""
-    out: dict[str, dict[int, dict[str, Any]]] = {}
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        for run, step, metrics in conn.execute("SELECT run_name, step, metrics FROM metrics ORDER BY id"):
-            out.setdefault(run, {})[int(step)] = json.loads(metrics)
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from workflow_support import REPO, copy_repo, job_counts, snakemake, tool
 
 sys.path.insert(0, str(REPO / "tests" / "report"))
 import fixture_results  # noqa: E402
+from report_helpers import read_metrics  # noqa: E402
 
 from schemashift.report.figures import stems  # noqa: E402
 
@@ -81,8 +82,6 @@ def test_the_report_rules_build_every_table_and_figure(fixture_run: Path) -> Non
     # the models are expected on v1 too but were evaluated on legacy only: one line, no rows
     assert '<p class="not-run">not run: no results' in html
     # the dashboard project beside the report: one Trackio run per training run
-    from schemashift.report.dashboard import read_metrics
-
     assert sorted(read_metrics(results / "trackio" / "schemashift.db")) == sorted(fixture_results.RUNS)
 
 
