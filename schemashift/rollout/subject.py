@@ -5,15 +5,15 @@ A subject is a rule baseline, a model (API or local), an untrained base model at
 checkpoint of a training run, each through one harness. Before this module the harness mark and
 the default harness were defined twice (the workflow's folders and the report's labels) and each
 copy parsed its own strings; now both sides call these functions, and `check_harness` is the one
-place a harness name is validated (against the harness registry, `policies.llm.format`).
+place a harness name is validated (against the harness registry, `policies.llm.harnesses`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-#: the harness a subject's folder and label leave unmarked (rule baselines play no harness)
-DEFAULT_HARNESS = "default"
+from schemashift.policies.llm.harnesses import DEFAULT_HARNESS, get_harness
+
 #: between a subject's name and a harness other than the default one, in folders
 #: (results/eval/api/<model>+tools/) and labels (`openai:gpt-4o-mini+tools`) alike
 HARNESS_MARK = "+"
@@ -25,11 +25,7 @@ KIND_ORDER = ("rule", "model", "base", "checkpoint")
 
 def check_harness(harness: str) -> str:
     """`harness` if the harness registry knows it; a ValueError naming the known ones otherwise."""
-    from schemashift.policies.llm.format import HARNESSES
-
-    if harness not in HARNESSES:
-        raise ValueError(f"unknown harness {harness!r}; known: {', '.join(HARNESSES)}")
-    return harness
+    return get_harness(harness).name
 
 
 def harness_folder(name: str, harness: str) -> str:

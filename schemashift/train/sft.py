@@ -22,8 +22,8 @@ from typing import Any
 
 from schemashift.env.environment import Environment
 from schemashift.env.rulesets import get_ruleset
-from schemashift.policies.llm.format import FORMAT_VERSION, action_text, conversation_class, template_request
-from schemashift.policies.llm.functions import action_call_text
+from schemashift.policies.llm.format import FORMAT_VERSION, template_request
+from schemashift.policies.llm.harnesses import get_harness
 from schemashift.policies.llm.turn_end import end_of_turn_ids
 from schemashift.policies.oracle import Oracle
 
@@ -37,12 +37,12 @@ def oracle_conversation(ruleset: str, scenario: str, seed: int, harness: str = "
     rs = get_ruleset(ruleset)
     env, oracle = Environment(rs), Oracle(rs)
     observation = env.reset(scenario, seed)
-    conversation = conversation_class(harness).for_ruleset(rs, observation)
-    write = action_call_text if harness == "tools" else action_text
+    entry = get_harness(harness)
+    conversation = entry.conversation.for_ruleset(rs, observation)
     while not observation["done"]:
         action = oracle.act(observation)
         observation, _ = env.step(action)
-        conversation.add_turn(write(action), observation)
+        conversation.add_turn(entry.write_action(action), observation)
     return conversation.messages()[:-1]  # the answer to the final action is never trained on
 
 

@@ -8,7 +8,7 @@ scenario's own step limit (the observation's `max_steps`) unless an explicit lim
 Every turn takes at least one environment step (an unreadable turn is a wasted step or ends the
 episode; a tools-harness turn takes one per call),
 so at the scenario's limit the environment always ends the episode first. A training run refuses
-an explicit limit below any of its scenarios' (`train.runs.check_turn_limit`); a lower limit
+an explicit limit below any of its scenarios' (`runs.contract.check_turn_limit`); a lower limit
 here cuts episodes off (`ended` False), and the rewards pay such an episode nothing for success.
 """
 
@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from schemashift.env.rulesets import get_ruleset
-from schemashift.policies.llm.format import conversation_class, read_turn
+from schemashift.policies.llm.harnesses import get_harness
 from schemashift.rollout.backends import make_backend
 from schemashift.rollout.runner import Cell, EpisodeRecorder, SweepContext
+from schemashift.runs.rewards import episode_reward
 from schemashift.train.dataset import parse_episode_key
-from schemashift.train.rewards import episode_reward
 
 
 class TurnLoop:
@@ -58,7 +58,8 @@ class TurnLoop:
         if count_tokens is not None:
             budget["count_tokens"] = count_tokens
         self.harness = harness
-        self.conversation = conversation_class(harness).for_ruleset(ruleset, self.observation, **budget)
+        self._harness = get_harness(harness)
+        self.conversation = self._harness.conversation.for_ruleset(ruleset, self.observation, **budget)
         self.limit = int(self.observation["max_steps"]) if max_turns is None else max_turns
         self.turns = 0
 
@@ -74,13 +75,13 @@ class TurnLoop:
 
     def take(self, text: str, usage: tuple[int, int] = (0, 0)) -> bool:
         """Apply one model turn (`usage`: its prompt and generated tokens); whether it runs on.
-        A turn takes the steps `format.read_turn` reads from it (in the tools harness, one per
+        A turn takes the steps its harness's `read_turn` reads from it (in the tools harness, one per
         call, until the episode ends), as evaluation plays it."""
         if not self.running:
             raise RuntimeError(f"episode {self.key} is over ({self.turns} turns, ended={self.ended})")
         answers = []
         for k, (action, failed, step_text) in enumerate(
-            read_turn(self.harness, text, self.tools, self.drift_kinds)
+            self._harness.read_turn(text, self.tools, self.drift_kinds)
         ):
             if self.ended:
                 break

@@ -10,7 +10,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemashift.policies.llm.format import HARNESSES
+from schemashift.policies.llm.harnesses import HARNESSES
 from schemashift.rollout.subject import (
     DEFAULT_HARNESS,
     HARNESS_MARK,
@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 NAMES = st.text(
     st.characters(codec="ascii", categories=("L", "N"), include_characters="/:._-@"), min_size=1, max_size=30
 ).filter(lambda name: HARNESS_MARK not in name and STEP_MARK not in name)
-HARNESS = st.sampled_from(HARNESSES)
+HARNESS = st.sampled_from(sorted(HARNESSES))
 
 
 @given(NAMES, HARNESS)

@@ -14,12 +14,12 @@ from schemashift.policies.llm.format import (
     TOOLS_FIELD,
     ToolConversation,
     action_text,
-    read_turn,
     template_request,
 )
 from schemashift.policies.llm.functions import NO_CALL, action_call_text
+from schemashift.policies.llm.harnesses import get_harness
+from schemashift.runs.contract import RunConfigError, resolve_run
 from schemashift.train.dataset import EPISODE_FIELD, build_rows, episode_key, opening_messages
-from schemashift.train.runs import RunConfigError, resolve_run
 from schemashift.train.turns import play_texts
 
 pytestmark = pytest.mark.timeout(120)
@@ -71,14 +71,15 @@ def test_the_turn_loop_takes_a_step_per_call_and_scores_as_the_json_harness(scen
 
 def test_a_turn_is_read_alike_by_evaluation_and_training() -> None:
     text = action_call_text({"type": "complete_task", "complete": {"summary": "x"}}) + "\n<tool_call>\n{bad"
-    steps = read_turn("tools", text, V1.tool_names, V1.drift_kinds)
+    steps = get_harness("tools").read_turn(text, V1.tool_names, V1.drift_kinds)
     assert [failed for _, failed, _ in steps] == [False, True]
     inspect = {"type": "inspect_schema", "inspect": {"tool": "crm"}}
     # an action written as JSON text is no call in the tools harness, and played in the default one
-    ((action, failed, recorded),) = read_turn("tools", action_text(inspect), V1.tool_names, V1.drift_kinds)
+    ((action, failed, recorded),) = get_harness("tools").read_turn(
+        action_text(inspect), V1.tool_names, V1.drift_kinds
+    )
     assert failed and action == {"type": NO_CALL} and recorded == action_text(inspect)
-    (only,) = read_turn(
-        "default",
+    (only,) = get_harness("default").read_turn(
         action_text(inspect),
         V1.tool_names,
         V1.drift_kinds,

@@ -25,19 +25,13 @@ from typing import Any
 
 from schemashift.env.actions import ACTION_TYPES, SUBOBJECT
 from schemashift.policies.llm.functions import (
-    NO_CALL,
     FunctionCall,
-    call_action,
     function_definitions,
     read_calls,
-    unreadable_action,
 )
-from schemashift.policies.llm.parser import TOOL_CALL_BLOCK, legacy_parse, parse_output
+from schemashift.policies.llm.parser import TOOL_CALL_BLOCK
 
 FORMAT_VERSION = 2
-HARNESSES = ("default", "legacy", "tools")
-#: the harnesses a model plays unless told otherwise (legacy is there to compare against)
-MODEL_HARNESSES = ("default", "tools")
 #: where a tools-harness prompt carries its function definitions: on its system message, so that
 #: whatever keys, counts or renders a prompt sees them
 TOOLS_FIELD = "tools"
@@ -208,7 +202,6 @@ class Conversation:
     turns are replaced by a one-line summary each, in one block (`messages`).
     """
 
-    harness = "default"
     #: the share of the budget a compacted prompt fits in (`messages`)
     COMPACT_TO = 0.75
 
@@ -322,8 +315,6 @@ class LegacyPrompt:
     here to compare against, not to train on.
     """
 
-    harness = "legacy"
-
     def __init__(
         self, tool_names: Sequence[str], drift_kinds: Sequence[str], observation: dict[str, Any], **_
     ):
@@ -412,8 +403,6 @@ class ToolConversation(Conversation):
     message instead. The definitions follow the documentation the agent is shown: when it changes,
     the next prompt offers the changed functions (and the step's answer says what changed).
     """
-
-    harness = "tools"
 
     def __init__(
         self,
@@ -535,32 +524,3 @@ def api_request(messages: Sequence[Message]) -> tuple[list[Message], list[dict[s
 
 def _arguments_text(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-
-
-def read_turn(
-    harness: str, text: str, tools: Sequence[str], drift_kinds: Sequence[str]
-) -> list[tuple[Any, bool, str]]:
-    """The steps one model turn takes: (action, or what stands for an unreadable one, whether it
-    was unreadable, the text the step records). One step, except in the tools harness: one per
-    call (the first step records the whole turn, the others their call's block), or one invalid
-    step for a turn without a call (`functions.NO_CALL`, whatever its text holds). Elsewhere an
-    unreadable turn is handed on as its text, which the environment rejects."""
-    if harness == "tools":
-        calls = read_calls(text)
-        if not calls:
-            return [(unreadable_action(NO_CALL), True, text)]
-        return [(*call_action(call), text if k == 0 else call.text) for k, call in enumerate(calls)]
-    parsed = (legacy_parse if harness == "legacy" else parse_output)(text, tools, drift_kinds)
-    if parsed.action is None:
-        return [(text, True, text)]
-    return [(parsed.action, False, text)]
-
-
-def conversation_class(harness: str) -> type[Conversation] | type[LegacyPrompt]:
-    if harness == "default":
-        return Conversation
-    if harness == "legacy":
-        return LegacyPrompt
-    if harness == "tools":
-        return ToolConversation
-    raise ValueError(f"Unknown harness {harness!r}; available: {', '.join(HARNESSES)}")

@@ -8,7 +8,7 @@ output. An output with no action is handed on as its raw text, so the environmen
 invalid (v1 consumes the step; legacy ends the episode as the original harness did), and the
 decision says `parse_failed`. In the tools harness one output may hold several calls: each is a
 decision of its own, taken in order at the slot's next rounds without asking the model again
-(`format.read_turn`).
+(its harness's `read_turn`).
 
 Engines: `LocalModel` (`hf:<model>[@<adapter>]`, batched generation) and `ApiModel`
 (`openai:<model>`, concurrent requests to an OpenAI-compatible endpoint).
@@ -27,11 +27,10 @@ from schemashift.policies.llm.completion import Completion
 from schemashift.policies.llm.format import (
     FORMAT_VERSION,
     api_request,
-    conversation_class,
     estimate_tokens,
-    read_turn,
     template_calls_tools,
 )
+from schemashift.policies.llm.harnesses import DEFAULT_HARNESS, get_harness
 
 Message = dict[str, Any]
 
@@ -83,7 +82,7 @@ class ModelPolicy:
         engine: Engine,
         ruleset: Ruleset,
         *,
-        harness: str = "default",
+        harness: str = DEFAULT_HARNESS,
         cache: Any = None,
         max_prompt_tokens: int | None = None,
         base_model: str | None = None,
@@ -95,7 +94,8 @@ class ModelPolicy:
         self.engine = engine
         self.ruleset = ruleset
         self.harness = harness
-        self.conversation_type = conversation_class(harness)
+        self._harness = get_harness(harness)
+        self.conversation_type = self._harness.conversation
         self.cache = cache
         self.max_prompt_tokens = max_prompt_tokens
         self.base_model = base_model
@@ -168,10 +168,10 @@ class ModelPolicy:
         return decisions
 
     def _decide(self, completion: Completion) -> list[Decision]:
-        """The turn's decisions (`format.read_turn`): one, or in the tools harness one per call,
+        """The turn's decisions (the harness's `read_turn`): one, or in the tools harness one per call,
         the first carrying the turn's usage."""
         usage = (completion.tokens_in, completion.tokens_out)
-        steps = read_turn(self.harness, completion.text, self._tools, self._kinds)
+        steps = self._harness.read_turn(completion.text, self._tools, self._kinds)
         return [
             Decision(action, usage if k == 0 else (0, 0), unreadable, text, completion.cached)
             for k, (action, unreadable, text) in enumerate(steps)
@@ -321,8 +321,11 @@ def make_hf_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPolicy:
     engine_options, common = _split(options, _HF_OPTIONS, "hf:")
     engine = LocalModel(model, adapter or None, **engine_options)
     check_chat_template(adapter or None, engine.tokenizer.chat_template)
-    if common.get("harness") == "tools" and not template_calls_tools(engine.tokenizer.chat_template):
-        raise ValueError(f"the chat template of {model!r} has no tool support, which the tools harness needs")
+    harness = get_harness(common.get("harness", DEFAULT_HARNESS))
+    if harness.function_calls and not template_calls_tools(engine.tokenizer.chat_template):
+        raise ValueError(
+            f"the chat template of {model!r} has no tool support, which the {harness.name} harness needs"
+        )
     if common.get("max_prompt_tokens") is None:
         common["max_prompt_tokens"] = engine.context_length - engine.max_new_tokens
     elif common["max_prompt_tokens"] + engine.max_new_tokens > engine.context_length:
@@ -344,8 +347,6 @@ def make_hf_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPolicy:
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
-#: the original harness asked for 500 tokens per step (legacy spec 9.3)
-LEGACY_MAX_TOKENS = 500
 
 
 def make_openai_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPolicy:
@@ -366,8 +367,9 @@ def make_openai_policy(spec: str, ruleset: Ruleset, **options: Any) -> ModelPoli
     if key_env is None and base_url.rstrip("/") == DEFAULT_BASE_URL and os.environ.get(DEFAULT_KEY_ENV):
         key_env = DEFAULT_KEY_ENV
     client_options = {k: engine_options.pop(k) for k in _CLIENT_OPTIONS if k in engine_options}
-    if common.get("harness") == "legacy":
-        engine_options.setdefault("max_tokens", LEGACY_MAX_TOKENS)
+    max_tokens = get_harness(common.get("harness", DEFAULT_HARNESS)).api_max_tokens
+    if max_tokens is not None:
+        engine_options.setdefault("max_tokens", max_tokens)
     client = ChatClient(base_url, spec, api_key_env=key_env, **client_options)
     _open_cache(common)
     return ModelPolicy(

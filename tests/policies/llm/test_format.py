@@ -13,9 +13,9 @@ from schemashift.policies.llm.format import (
     Conversation,
     LegacyPrompt,
     action_text,
-    conversation_class,
     estimate_tokens,
 )
+from schemashift.policies.llm.harnesses import get_harness
 from schemashift.policies.llm.parser import parse_output
 
 
@@ -167,10 +167,10 @@ def test_the_legacy_prompt_is_the_original_stateless_one() -> None:
 
 
 def test_harness_names() -> None:
-    assert conversation_class("default") is Conversation
-    assert conversation_class("legacy") is LegacyPrompt
-    with pytest.raises(ValueError, match="Unknown harness 'chat'"):
-        conversation_class("chat")
+    assert get_harness("default").conversation is Conversation
+    assert get_harness("legacy").conversation is LegacyPrompt
+    with pytest.raises(ValueError, match="unknown harness 'chat'; known: default, legacy, tools"):
+        get_harness("chat")
 
 
 def test_the_final_action_parses_back_from_the_assistant_turn() -> None:
