@@ -246,8 +246,8 @@ def real_shape(tokenizer_dir: Path, workdir: Path, device: str) -> list[str]:
     """One GRPO step of the real-shape model; seconds and peak memory against the estimate."""
     from transformers import AutoTokenizer
 
+    from schemashift.runs.contract import resolve_run
     from schemashift.train.memory import ModelShape, estimate_gib
-    from schemashift.train.runs import resolve_run
     from schemashift.train.trainer import EFFECTIVE_SETTINGS, train
 
     model = _real_shape_model(tokenizer_dir, workdir / "real-shape-model", device)

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 CHECKPOINT_MANIFEST = "manifest.json"
+#: the version of a checkpoint manifest's layout (written by `train.checkpoints.write_manifest`)
+MANIFEST_VERSION = 1
 RUN_INDEX = "run.json"
 RUN_INDEX_VERSION = 1
 GO_NO_GO_FILE = "go_no_go.json"

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = (
     ("schemashift.env", "schemashift.lineage", "schemashift.provenance"),
     ("schemashift.policies",),
-    ("schemashift.rollout",),
+    ("schemashift.rollout", "schemashift.runs"),
     ("schemashift.train", "schemashift.server"),
     ("schemashift.report",),
     ("schemashift.cli",),

@@ -90,7 +90,7 @@ class TrainingRun:
     def configured(self) -> str:
         """The configured run this run is a repeat of (`train.runs.<run>.repeats`), and itself
         for the first repeat."""
-        from schemashift.train.runs import split_repeat
+        from schemashift.runs.contract import split_repeat
 
         return split_repeat(self.name)[0]
 
@@ -122,7 +122,7 @@ def indexed_run(index: Mapping[str, Any]) -> TrainingRun:
 def configured_run(config: Mapping[str, Any], name: str) -> TrainingRun:
     """A run that never trained, from its config entry resolved as the trainer resolves it: its
     planned checkpoints and its report step (default: the last saved step)."""
-    from schemashift.train.runs import RunConfigError, resolve_run
+    from schemashift.runs.contract import RunConfigError, resolve_run
 
     try:
         run = resolve_run(dict(config), name)
@@ -371,7 +371,7 @@ class Analysis:
     def runs(self) -> dict[str, TrainingRun]:
         """Each trained run from its index, and each enabled configured run that has none (a
         disabled one is not planned, so it is not missing either)."""
-        from schemashift.train.runs import enabled_runs
+        from schemashift.runs.contract import enabled_runs
 
         runs = {}
         for name, record in ((self.manifest or {}).get("training") or {}).items():
@@ -473,7 +473,7 @@ def compact_subjects(labels: Sequence[str]) -> str:
 
 def repeat_groups(a: Analysis) -> dict[str, list[TrainingRun]]:
     """Configured run -> its repeats over training seeds (the run itself first)."""
-    from schemashift.train.runs import split_repeat
+    from schemashift.runs.contract import split_repeat
 
     groups: dict[str, list[TrainingRun]] = {}
     for run in sorted(a.runs.values(), key=lambda r: split_repeat(r.name)[::-1]):

@@ -1,4 +1,7 @@
-"""The reward variants a training run can optimise, computed from an episode's final outcome.
+"""The reward variants a training run can optimise, computed from an episode's final outcome:
+a registry, one `RewardVariant` entry each (its name, the rulesets it applies to, its reward
+function and whether it reports a shaping component). The run contract validates a run's reward
+against it and the trainer computes with it; the config schema's reward enum is tested against it.
 
 The outcome is the `final` object of a trajectory (the episode row's outcome columns), so the
 same function scores a live rollout and a recorded trajectory.
@@ -16,10 +19,9 @@ same function scores a live rollout and a recorded trajectory.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
-
-from schemashift.train.runs import REWARD_VARIANTS
 
 #: Penalty of the original trainer for an episode that did not end.
 UNFINISHED_PENALTY = 0.5
@@ -52,18 +54,65 @@ def _solved(final: Mapping[str, Any], done: bool) -> float:
     return 1.0 if done and final.get("success") else 0.0
 
 
+def _v1(final: Mapping[str, Any], done: bool) -> float:
+    return _number(final, "training_reward", "v1")
+
+
+def _legacy_cumulative(final: Mapping[str, Any], done: bool) -> float:
+    total = _number(final, "cumulative_reward", "legacy_cumulative")
+    if not done or not final.get("steps"):
+        total -= UNFINISHED_PENALTY
+    return total
+
+
+@dataclass(frozen=True)
+class RewardVariant:
+    """One reward a run can optimise."""
+
+    name: str
+    #: (the episode's outcome, whether the environment ended it) -> the scalar reward
+    reward: Callable[[Mapping[str, Any], bool], float]
+    #: the rulesets whose outcomes carry what it reads (None: every ruleset)
+    rulesets: tuple[str, ...] | None = None
+    #: the reward minus the episode's score is reported as its shaping component
+    shaped: bool = False
+    #: why it is limited to its rulesets, for the error that refuses another one
+    why: str = ""
+
+    def check_ruleset(self, ruleset: str) -> str | None:
+        """None where it applies to `ruleset`, else the reason it does not."""
+        if self.rulesets is None or ruleset in self.rulesets:
+            return None
+        where = " and ".join(self.rulesets) + (" rulesets" if len(self.rulesets) > 1 else " ruleset")
+        return f"reward {self.name} {self.why} and exists only on the {where}, not {ruleset!r}"
+
+
+REWARD_VARIANTS: dict[str, RewardVariant] = {
+    variant.name: variant
+    for variant in (
+        RewardVariant("v1", _v1, shaped=True),
+        RewardVariant("binary", _solved),
+        RewardVariant(
+            "legacy_cumulative",
+            _legacy_cumulative,
+            rulesets=("legacy",),
+            why="is the original's summed shaped reward",
+        ),
+    )
+}
+
+
+def reward_variant(name: str) -> RewardVariant:
+    """The registry's entry for `name`; a RewardError naming the known variants otherwise."""
+    try:
+        return REWARD_VARIANTS[name]
+    except (KeyError, TypeError):
+        raise RewardError(f"unknown reward variant {name!r}; choose one of {list(REWARD_VARIANTS)}") from None
+
+
 def episode_reward(variant: str, final: Mapping[str, Any], *, done: bool) -> float:
     """The scalar reward of one episode under `variant`; `done` says whether the episode ended."""
-    if variant == "v1":
-        return _number(final, "training_reward", variant)
-    if variant == "binary":
-        return _solved(final, done)
-    if variant == "legacy_cumulative":
-        total = _number(final, "cumulative_reward", variant)
-        if not done or not final.get("steps"):
-            total -= UNFINISHED_PENALTY
-        return total
-    raise RewardError(f"unknown reward variant {variant!r}; choose one of {list(REWARD_VARIANTS)}")
+    return reward_variant(variant).reward(final, done)
 
 
 def reward_components(variant: str, final: Mapping[str, Any], *, done: bool) -> dict[str, float | None]:
@@ -72,7 +121,8 @@ def reward_components(variant: str, final: Mapping[str, Any], *, done: bool) -> 
         column: (None if final.get(key) is None else float(final[key])) for column, key in COMPONENTS.items()
     }
     components["reward_success"] = _solved(final, done)
-    total = episode_reward(variant, final, done=done)
+    entry = reward_variant(variant)
+    total = entry.reward(final, done)
     score = final.get("score")
-    components["reward_shaping"] = total - float(score) if variant == "v1" and score is not None else None
+    components["reward_shaping"] = total - float(score) if entry.shaped and score is not None else None
     return components

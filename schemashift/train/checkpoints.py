@@ -8,16 +8,14 @@ without a manifest is an interrupted save and is ignored.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from schemashift.lineage import CHECKPOINT_MANIFEST as MANIFEST
-from schemashift.lineage import adapter_sha256
+from schemashift.lineage import MANIFEST_VERSION, adapter_sha256, read_checkpoint_manifest
 from schemashift.rollout.io import write_json
 
-MANIFEST_VERSION = 1
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -31,10 +29,6 @@ def write_manifest(checkpoint: str | Path, step: int, **facts: Any) -> dict[str,
     }
     write_json(Path(checkpoint) / MANIFEST, manifest)
     return manifest
-
-
-def read_manifest(checkpoint: str | Path) -> dict[str, Any]:
-    return json.loads((Path(checkpoint) / MANIFEST).read_text())
 
 
 def checkpoint_step(path: str | Path) -> int | None:
@@ -53,7 +47,7 @@ def complete_checkpoints(run_dir: str | Path) -> dict[int, Path]:
         if step is None or not (folder / MANIFEST).is_file():
             continue
         try:
-            manifest = read_manifest(folder)
+            manifest = read_checkpoint_manifest(folder)
             if manifest.get("step") == step and manifest.get("adapter_sha256") == adapter_sha256(folder):
                 found[step] = folder
         except (OSError, ValueError):

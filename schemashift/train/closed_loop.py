@@ -15,9 +15,9 @@ chat template adds between two assistant turns, so the sequence equals the chat 
 rendering of the evaluation conversation, and the model is trained exactly as it is evaluated.
 
 Episodes are bookkept by the rollout runner's episode class, so each rollout yields the same
-episode record as an evaluation; rewards are computed from that record (`schemashift.train.rewards`).
+episode record as an evaluation; rewards are computed from that record (`schemashift.runs.rewards`).
 
-Sampling is the run's temperature and nothing else (`train.runs.sampling_settings`), in the
+Sampling is the run's temperature and nothing else (`train.arguments.sampling_settings`), in the
 rollout, in TRL's scoring and in evaluation; the model's own generation config (a repetition
 penalty, a top-k) is not inherited. With vLLM the rollout returns the engine's log-probability
 of each model token (0.0 for the environment's, which `env_mask` keeps out of the correction),
@@ -43,9 +43,9 @@ from typing import Any
 from schemashift.policies.llm.format import template_request
 from schemashift.policies.llm.turn_end import end_of_turn_ids
 from schemashift.rollout.runner import SweepContext
+from schemashift.runs.rewards import episode_reward, reward_components
+from schemashift.train.arguments import sampling_settings
 from schemashift.train.dataset import EPISODE_FIELD
-from schemashift.train.rewards import episode_reward, reward_components
-from schemashift.train.runs import sampling_settings
 from schemashift.train.turns import TurnLoop
 
 
@@ -78,7 +78,7 @@ class ClosedLoopRollout:
     """TRL `rollout_func`: plays each prompt's episode with the model being trained.
 
     `max_turns` None gives each episode its scenario's step limit (`TurnLoop`); training runs
-    never set a lower one (`train.runs.check_turn_limit`), tests do to keep episodes short.
+    never set a lower one (`runs.contract.check_turn_limit`), tests do to keep episodes short.
     """
 
     def __init__(

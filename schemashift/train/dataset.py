@@ -14,8 +14,9 @@ from typing import Any
 
 from schemashift.env.environment import Environment
 from schemashift.env.rulesets import get_ruleset
-from schemashift.policies.llm.format import TOOLS_FIELD, conversation_class
-from schemashift.train.runs import TrainRun, training_scenarios
+from schemashift.policies.llm.format import TOOLS_FIELD
+from schemashift.policies.llm.harnesses import get_harness
+from schemashift.runs.contract import TrainRun, training_scenarios
 
 EPISODE_FIELD = "episode"
 
@@ -71,11 +72,12 @@ def opening_messages(
     one schema, which definitions of different functions would not)."""
     ruleset = get_ruleset(ruleset_name)
     observation = Environment(ruleset).reset(scenario, seed)
-    conversation = conversation_class(harness).for_ruleset(ruleset, observation)
+    entry = get_harness(harness)
+    conversation = entry.conversation.for_ruleset(ruleset, observation)
     messages = [dict(message) for message in conversation.messages()]
     for message in messages:
         message[EPISODE_FIELD] = None
-        if harness == "tools":
+        if entry.function_calls:
             tools = message.get(TOOLS_FIELD)
             message[TOOLS_FIELD] = None if tools is None else json.dumps(tools, ensure_ascii=False)
     messages[0][EPISODE_FIELD] = episode_key(ruleset_name, scenario, seed)

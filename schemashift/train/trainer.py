@@ -21,25 +21,29 @@ from pathlib import Path
 from typing import Any
 
 from schemashift import provenance
-from schemashift.lineage import RUN_INDEX, chat_template_sha256, prompt_budget, run_index
-from schemashift.rollout.io import write_json
-from schemashift.train import backends as stacks
-from schemashift.train.checkpoints import (
-    complete_checkpoints,
-    latest_checkpoint,
-    read_manifest,
-    write_manifest,
+from schemashift.lineage import (
+    RUN_INDEX,
+    chat_template_sha256,
+    prompt_budget,
+    read_checkpoint_manifest,
+    run_index,
 )
-from schemashift.train.metrics import MetricsLog, sampling_metrics, write_go_no_go
-from schemashift.train.runs import (
+from schemashift.rollout.io import write_json
+from schemashift.runs.contract import TrainRun, resolve_run
+from schemashift.train import backends as stacks
+from schemashift.train.arguments import (
     SettingsChanged,
-    TrainRun,
     check_effective_settings,
     engine_length,
     grpo_kwargs,
     lora_kwargs,
-    resolve_run,
 )
+from schemashift.train.checkpoints import (
+    complete_checkpoints,
+    latest_checkpoint,
+    write_manifest,
+)
+from schemashift.train.metrics import MetricsLog, sampling_metrics, write_go_no_go
 
 DONE_NAME = "train.done.json"
 EFFECTIVE_SETTINGS = "effective_settings.json"
@@ -216,8 +220,8 @@ def _warm_start(model: Any, tokenizer: Any, run: TrainRun, peft_config: Any, out
     from peft import PeftModel, get_peft_model
 
     from schemashift.policies.llm.turn_end import end_of_turn_ids
+    from schemashift.runs.contract import training_scenarios
     from schemashift.train.dataset import training_seeds
-    from schemashift.train.runs import training_scenarios
     from schemashift.train.sft import encode_conversation, oracle_conversations, train_loop
 
     saved = out / "sft-adapter"
@@ -449,7 +453,8 @@ def write_run_index(out: Path, run: TrainRun) -> dict[str, Any]:
         report_step=run.reported_step(),
         go_no_go_step=run["go_no_go_step"],
         checkpoints={
-            step: read_manifest(path)["adapter_sha256"] for step, path in complete_checkpoints(out).items()
+            step: read_checkpoint_manifest(path)["adapter_sha256"]
+            for step, path in complete_checkpoints(out).items()
         },
     )
     write_json(out / RUN_INDEX, index)

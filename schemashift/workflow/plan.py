@@ -292,9 +292,9 @@ class Plan:
 
     def api_harnesses(self, name: str) -> list[str]:
         """The harnesses API model `name` is evaluated through (`models.<name>.harnesses`)."""
-        from schemashift.policies.llm.format import MODEL_HARNESSES
+        from schemashift.policies.llm.harnesses import model_harnesses
 
-        return list(self.config["models"][name].get("harnesses", MODEL_HARNESSES))
+        return list(self.config["models"][name].get("harnesses", model_harnesses()))
 
     def api_subjects(self) -> list[str]:
         """Every enabled API model through each of its harnesses (see `harness_folder`)."""
@@ -343,8 +343,8 @@ class Plan:
         return gpu_visible(self.environ) if switch == "auto" else switch is True
 
     def train_run(self, run: str):
-        """The resolved training run (schemashift.train.runs: defaults < train.defaults < run)."""
-        from schemashift.train.runs import RunConfigError, resolve_run
+        """The resolved training run (schemashift.runs.contract: defaults < train.defaults < run)."""
+        from schemashift.runs.contract import RunConfigError, resolve_run
 
         if run not in self._runs:
             try:
@@ -355,7 +355,7 @@ class Plan:
 
     def train_runs(self) -> list[str]:
         """Names of the enabled training runs (`enabled: false` keeps an optional run out)."""
-        from schemashift.train.runs import enabled_runs
+        from schemashift.runs.contract import enabled_runs
 
         return enabled_runs(self.config)
 
@@ -457,11 +457,11 @@ class Plan:
         (`train.runs.<run>.overrides.harness`) and the other one, or those its base model's
         `models` entry lists (`harnesses`: a model whose chat template has no tool support plays
         the default harness only), which must hold the one it trained on."""
-        from schemashift.policies.llm.format import MODEL_HARNESSES
+        from schemashift.policies.llm.harnesses import model_harnesses
 
         name = self.config["train"]["runs"][self.train_run(run).configured]["base_model"]
         entry = (self.config.get("models") or {}).get(name) or {}
-        chosen = list(entry.get("harnesses", MODEL_HARNESSES))
+        chosen = list(entry.get("harnesses", model_harnesses()))
         trained_on = self.train_run(run)["harness"]
         if trained_on not in chosen:
             raise ConfigError(

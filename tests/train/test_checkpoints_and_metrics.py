@@ -7,12 +7,11 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from schemashift.lineage import GO_NO_GO_FILE, go_no_go
+from schemashift.lineage import GO_NO_GO_FILE, go_no_go, read_checkpoint_manifest
 from schemashift.train.checkpoints import (
     adapter_sha256,
     complete_checkpoints,
     latest_checkpoint,
-    read_manifest,
     write_manifest,
 )
 from schemashift.train.metrics import MetricsLog, write_go_no_go
@@ -30,7 +29,7 @@ def test_manifest_names_the_adapter_bytes_and_the_run(tmp_path):
     manifest = write_manifest(
         folder, 25, base_model="m", ruleset="v1", reward="v1", config_hash="c", git_sha="g"
     )
-    assert manifest == read_manifest(folder)
+    assert manifest == read_checkpoint_manifest(folder)
     assert manifest["adapter_sha256"] == adapter_sha256(folder)
     assert (manifest["step"], manifest["base_model"], manifest["reward"]) == (25, "m", "v1")
 
@@ -120,7 +119,7 @@ def test_the_run_index_names_the_complete_checkpoints_and_the_report_reads_it(tm
     and the description."""
     from schemashift import lineage
     from schemashift.report.analysis import indexed_run
-    from schemashift.train.runs import resolve_run
+    from schemashift.runs.contract import resolve_run
     from schemashift.train.trainer import write_run_index
 
     config = {
@@ -148,7 +147,7 @@ def test_the_run_index_names_the_complete_checkpoints_and_the_report_reads_it(tm
     assert [c["step"] for c in written["checkpoints"]] == [2, 4]
     assert (
         written["checkpoints"][1]["adapter_sha256"]
-        == read_manifest(tmp_path / "checkpoint-4")["adapter_sha256"]
+        == read_checkpoint_manifest(tmp_path / "checkpoint-4")["adapter_sha256"]
     )
     reported = indexed_run(written)
     assert (reported.name, reported.base_model, reported.reward, reported.split) == (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from schemashift.env.rulesets import get_ruleset
+from schemashift.runs.contract import RunConfigError, resolve_run, training_scenarios
 from schemashift.train.dataset import (
     EPISODE_FIELD,
     DatasetError,
@@ -12,7 +13,6 @@ from schemashift.train.dataset import (
     parse_episode_key,
     training_seeds,
 )
-from schemashift.train.runs import RunConfigError, resolve_run, training_scenarios
 
 V1 = get_ruleset("v1")
 

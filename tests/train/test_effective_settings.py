@@ -8,7 +8,8 @@ import json
 import pytest
 
 from schemashift.env.rulesets import get_ruleset
-from schemashift.train.runs import SettingsChanged, check_effective_settings, grpo_kwargs, resolve_run
+from schemashift.runs.contract import resolve_run
+from schemashift.train.arguments import SettingsChanged, check_effective_settings, grpo_kwargs
 
 
 def _spec(base_model: str = "no/such-model", **overrides):

@@ -40,8 +40,8 @@ def _recorder(tiny_model: Path, out: Path):
     """The trainer's Recorder as `train()` builds it, before any episode was played."""
     from transformers import AutoTokenizer
 
+    from schemashift.runs.contract import resolve_run
     from schemashift.train.closed_loop import ClosedLoopRollout
-    from schemashift.train.runs import resolve_run
     from schemashift.train.trainer import _callback_class
 
     run = resolve_run({"train": {"runs": {"r": _spec(str(tiny_model))}}}, "r")

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from schemashift.env.rulesets import get_ruleset
 from schemashift.rollout.replay import replay
-from schemashift.train.rewards import UNFINISHED_PENALTY, RewardError, episode_reward, reward_components
+from schemashift.runs.rewards import (
+    REWARD_VARIANTS,
+    UNFINISHED_PENALTY,
+    RewardError,
+    RewardVariant,
+    episode_reward,
+    reward_components,
+)
 
 LEGACY = get_ruleset("legacy")
 
@@ -77,3 +86,63 @@ def test_binary_pays_nothing_for_success_in_an_episode_that_did_not_end():
 def test_unknown_variant_is_an_error():
     with pytest.raises(RewardError, match="unknown reward variant"):
         episode_reward("shaped", {"success": True}, done=True)
+
+
+def _toy_variant() -> RewardVariant:
+    """Half a point for an ended episode, a full point for a solved one; v1 only."""
+    return RewardVariant(
+        "toy_half",
+        lambda final, done: (0.5 if done else 0.0) + (0.5 if done and final.get("success") else 0.0),
+        rulesets=("v1",),
+        why="is a test's toy",
+    )
+
+
+def test_a_toy_variant_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    from schemashift.runs.contract import RunConfigError, resolve_run
+    from schemashift.train.dataset import episode_key
+    from schemashift.train.sft import oracle_conversation
+    from schemashift.train.turns import play_texts
+
+    monkeypatch.setitem(REWARD_VARIANTS, "toy_half", _toy_variant())
+    config = {
+        "train": {
+            "runs": {"toy": {"base_model": "m", "ruleset": "v1", "split": "train", "reward": "toy_half"}}
+        }
+    }
+    assert resolve_run(config, "toy").reward == "toy_half"
+    config["train"]["runs"]["toy"]["ruleset"] = "legacy"
+    with pytest.raises(
+        RunConfigError, match="reward toy_half is a test's toy and exists only on the v1 ruleset"
+    ):
+        resolve_run(config, "toy")
+    turns = [
+        m["content"] for m in oracle_conversation("v1", "customer_lookup", 10000) if m["role"] == "assistant"
+    ]
+    key = episode_key("v1", "customer_lookup", 10000)
+    assert play_texts(key, turns, reward="toy_half")[2] == 1.0
+    assert play_texts(key, turns[:1], reward="toy_half", max_turns=1)[2] == 0.0
+    record, ended, _ = play_texts(key, turns, reward="toy_half")
+    assert reward_components("toy_half", record, done=ended)["reward_shaping"] is None
+
+
+def test_the_config_schema_allows_exactly_the_registered_variants() -> None:
+    import yaml
+
+    schema = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "workflow/schemas/config.schema.yaml").read_text()
+    )
+    found = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("reward"), dict) and "enum" in node["reward"]:
+                found.append(node["reward"]["enum"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    assert found and all(sorted(enum) == sorted(REWARD_VARIANTS) for enum in found)

@@ -11,7 +11,7 @@ import types
 
 import pytest
 
-from schemashift.train.runs import resolve_run
+from schemashift.runs.contract import resolve_run
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
 

@@ -12,16 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schemashift.env.rulesets import get_ruleset
-from schemashift.train.runs import (
+from schemashift.runs.contract import (
     DEFAULTS,
     RunConfigError,
     enabled_runs,
-    grpo_kwargs,
-    lora_kwargs,
     repeat_name,
     resolve_run,
     split_repeat,
 )
+from schemashift.train.arguments import grpo_kwargs, lora_kwargs
 
 ROOT = Path(__file__).parents[2]
 # the seed document's GPU-scale matrix (config.yaml holds its CPU-scale version)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from schemashift.train.runs import grpo_kwargs, resolve_run, sampling_kwargs
+from schemashift.runs.contract import resolve_run
+from schemashift.train.arguments import grpo_kwargs, sampling_kwargs
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(600)]
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from schemashift.train.runs import engine_length, grpo_kwargs, lora_kwargs, resolve_run
+from schemashift.runs.contract import resolve_run
+from schemashift.train.arguments import engine_length, grpo_kwargs, lora_kwargs
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.timeout(900)]
 

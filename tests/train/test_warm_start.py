@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from schemashift.train.runs import lora_kwargs, resolve_run
+from schemashift.runs.contract import resolve_run
+from schemashift.train.arguments import lora_kwargs
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(600)]
 

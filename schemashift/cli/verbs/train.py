@@ -32,8 +32,8 @@ def run(args: argparse.Namespace) -> int:
 
     from schemashift import provenance
     from schemashift.cli import CliError
+    from schemashift.runs.contract import RunConfigError
     from schemashift.train.backends import BackendUnavailable
-    from schemashift.train.runs import RunConfigError
     from schemashift.train.trainer import TrainingError, train
 
     try:

@@ -33,7 +33,7 @@ from schemashift.env.rulesets.v1.catalogue import DRIFT_KINDS, HELD_OUT_KINDS, H
 from schemashift.env.rulesets.v1.tools import WRITE_ENDPOINTS
 from schemashift.policies import make_policy
 from schemashift.policies.llm.format import action_text
-from schemashift.train.rewards import episode_reward
+from schemashift.runs.rewards import episode_reward
 from schemashift.train.turns import play_texts
 
 #: the reward variants a training run may use on v1 (legacy_cumulative exists only on legacy)

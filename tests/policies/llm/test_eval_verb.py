@@ -184,8 +184,8 @@ def test_a_checkpoint_is_evaluated_with_its_runs_prompt_and_turn_budgets(
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
+    from schemashift.runs.contract import DEFAULTS
     from schemashift.train.checkpoints import write_manifest
-    from schemashift.train.runs import DEFAULTS
 
     torch.manual_seed(5)
     checkpoint = tmp_path / "train" / "run_z" / "checkpoint-2"
