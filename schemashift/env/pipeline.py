@@ -64,10 +64,6 @@ class StepPipeline:
         view = self.ruleset.observe(self.episode, "Episode started.")
         return _snapshot(view) if self.snapshots else view
 
-    def parse(self, action: Any) -> Action:
-        """Validate an action against the ruleset's vocabulary (raises InvalidAction)."""
-        return parse_action(action, self._tool_names, self._drift_kinds)
-
     def step(self, action: Any, tokens_used: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
         """Apply one action (dict, JSON text or Action); returns (observation, reward breakdown).
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from v1_support import FAMILIES, RULESET, call, complete, documented_plan, inspect, play, report
 
 from schemashift.env import Environment, InvalidAction
+from schemashift.env.actions import parse_action
 from schemashift.env.rulesets.base import UnknownScenario
 from schemashift.env.rulesets.v1.catalogue import TOOL_WIDE
 
@@ -345,7 +346,11 @@ def test_unknown_scenario_and_bad_seed_are_clear_errors():
     with pytest.raises(ValueError, match="non-negative"):
         RULESET.build_task("customer_lookup", -1)
     with pytest.raises(InvalidAction):
-        Environment(RULESET).parse({"type": "report_drift", "report": {"tool": "mail", "drift_kind": "x"}})
+        parse_action(
+            {"type": "report_drift", "report": {"tool": "mail", "drift_kind": "x"}},
+            RULESET.tool_names,
+            RULESET.drift_kinds,
+        )
 
 
 def test_compositions_are_generated_across_tools_and_solvable():
