@@ -38,6 +38,17 @@ class Op:
         #: another endpoint the same write can go through (a cancellation: delete or status update)
         self.alt: str | None = None
 
+    def take_alt(self) -> bool:
+        """Go on through the other endpoint, with fresh attempts, if the write has one (True);
+        else drop the op (False)."""
+        if self.alt is None:
+            self.state = "dropped"
+            return False
+        self.endpoint, self.alt = self.alt, None
+        self.failed.clear()
+        self.attempts = 0
+        return True
+
     def params(self) -> dict[str, Any] | None:
         params = self._params() if callable(self._params) else dict(self._params)
         if (

@@ -170,14 +170,8 @@ class ScriptedPolicy:
                 return
         if code == "endpoint_removed":
             self._queue_report(tool, "tool_removal", canonical)
-        if op.attempts >= MAX_ATTEMPTS:
-            if op.alt is not None:
-                op.endpoint, op.alt = op.alt, None
-                op.failed.clear()
-                op.attempts = 0
-            else:
-                op.state = "dropped"
-                return
+        if op.attempts >= MAX_ATTEMPTS and not op.take_alt():
+            return
         if tool not in self.inspect_next:
             self.inspect_next.append(tool)
 
@@ -346,12 +340,7 @@ class ScriptedPolicy:
         if (name, live_params) in op.failed:
             # The live contract as this agent reads it gives the call that already failed: it
             # cannot write this one. Take the other route if the write has one, else give up.
-            if op.alt is not None:
-                op.endpoint, op.alt = op.alt, None
-                op.failed.clear()
-                op.attempts = 0
-            else:
-                op.state = "dropped"
+            op.take_alt()
             return self._decide(observation)
         op.last_call = (name, live_params)
         self.known_before = _known_total(observation)
