@@ -6,7 +6,7 @@ the (JSON round-tripped) observation: the task text, the start-of-episode docume
 (`tool_schemas`), the last response and `known_state`. It never calls the ruleset.
 
 - Task text: the six family templates and the composition parts ("Do all of the following...:
-  part; part") are parsed with the patterns below into a plan of reads (the lookups every task
+  part; part") are parsed with the patterns of `plans` into a plan of reads (the lookups every task
   needs: the inbox for HR's 'New starter' message or a team roster and out-of-office replies,
   the CRM by e-mail or by company and status, the calendar over a day or a week) and writes
   whose values come from the text and from those responses. A write whose values no response
