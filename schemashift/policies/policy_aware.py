@@ -9,16 +9,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from schemashift.policies.base import (
-    EMAIL_PATTERN,
-    ActionDict,
-    Observation,
-    call_tool,
-    complete_task,
-    inspect_schema,
-    report_drift,
-    retry_with_variant,
-)
+from schemashift.policies import base
+from schemashift.policies.base import EMAIL_PATTERN, ActionDict, Observation
 
 if TYPE_CHECKING:
     from schemashift.env.rulesets.base import Ruleset
@@ -105,19 +97,19 @@ class PolicyAwareHeuristic:
         if self.last_action_was_call and last is not None and not last_ok and tool not in self.inspected:
             self.inspected.add(tool)
             self.last_action_was_call = False
-            return inspect_schema(tool)
+            return base.inspect_schema(tool)
         if tool in self.inspected and tool not in self.reported:
             self.reported.add(tool)
             kind = _guess_drift_kind(tool, schemas)
-            return report_drift(tool, kind, f"Detected {kind} on {tool}")
+            return base.report_drift(tool, kind, f"Detected {kind} on {tool}")
         if tool in self.reported and tool not in self.retried and self.last_endpoint:
             endpoint, params = _adapt(tool, self.last_endpoint, self.last_params or {}, schemas)
             self.retried.add(tool)
             self._called(tool, endpoint, params)
-            return retry_with_variant(tool, endpoint, params)
+            return base.retry_with_variant(tool, endpoint, params)
 
         if observation["step"] >= observation["max_steps"] - 1:
-            return complete_task(self._summary())
+            return base.complete_task(self._summary())
         return self._dispatch(observation, schemas)
 
     def _dispatch(self, observation: Observation, schemas: dict[str, Any]) -> ActionDict:
@@ -133,7 +125,7 @@ class PolicyAwareHeuristic:
                 "body": "Automated message.",
             }
             self._called("mail", "send_message", params)
-            return call_tool("mail", "send_message", params)
+            return base.call_tool("mail", "send_message", params)
         if "calendar" in schemas and task.wants_calendar and not known.get("calendar.events_count", 0) > 0:
             params = {
                 "title": task.title,
@@ -142,19 +134,19 @@ class PolicyAwareHeuristic:
                 "attendees": list(DEFAULT_ATTENDEES),
             }
             self._called("calendar", "create_event", params)
-            return call_tool("calendar", "create_event", params)
+            return base.call_tool("calendar", "create_event", params)
         if "crm" in schemas and task.wants_crm:
             if self.contact_id_seen is None:
                 params = {"customer_email": task.first_email or "bob@customer.com"}
                 self._called("crm", "search_contacts", params)
-                return call_tool("crm", "search_contacts", params)
+                return base.call_tool("crm", "search_contacts", params)
             status_known = any(k.startswith("crm.contact_") and k.endswith("_status") for k in known)
             if task.wants_update and not status_known and not self.attempted_update:
                 params = {"contact_id": self.contact_id_seen, "status": task.quoted_word or "updated"}
                 self.attempted_update = True
                 self._called("crm", "update_contact", params)
-                return call_tool("crm", "update_contact", params)
-        return complete_task(self._summary())
+                return base.call_tool("crm", "update_contact", params)
+        return base.complete_task(self._summary())
 
     def _summary(self) -> str:
         if self.company_seen:

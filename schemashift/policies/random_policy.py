@@ -12,15 +12,8 @@ import random
 import re
 from typing import TYPE_CHECKING, Any
 
-from schemashift.policies.base import (
-    EMAIL_PATTERN,
-    ActionDict,
-    Observation,
-    call_tool,
-    complete_task,
-    inspect_schema,
-    report_drift,
-)
+from schemashift.policies import base
+from schemashift.policies.base import EMAIL_PATTERN, ActionDict, Observation
 
 if TYPE_CHECKING:
     from schemashift.env.rulesets.base import Ruleset
@@ -72,15 +65,15 @@ class RandomPolicy:
         rng = self.rng
         tools = sorted(self.schemas)
         if not tools:
-            return complete_task("No tools.")
+            return base.complete_task("No tools.")
         roll = rng.random()
         if roll < P_COMPLETE:
-            return complete_task(f"Done. {rng.choice(self.words)}")
+            return base.complete_task(f"Done. {rng.choice(self.words)}")
         if roll < P_COMPLETE + P_INSPECT:
-            return inspect_schema(rng.choice(tools))
+            return base.inspect_schema(rng.choice(tools))
         if roll < P_COMPLETE + P_INSPECT + P_REPORT:
             kinds = observation.get("drift_kinds") or DEFAULT_KINDS
-            return report_drift(rng.choice(tools), rng.choice(kinds), "Something changed.")
+            return base.report_drift(rng.choice(tools), rng.choice(kinds), "Something changed.")
         tool = rng.choice(tools)
         live = [
             name
@@ -88,7 +81,7 @@ class RandomPolicy:
             if entry.get("status", "active") in ("active", "deprecated")
         ]
         if not live:
-            return inspect_schema(tool)
+            return base.inspect_schema(tool)
         endpoint = rng.choice(live)
         entry = self.schemas[tool][endpoint]
         required = set(entry.get("required") or ())
@@ -97,7 +90,7 @@ class RandomPolicy:
             for name, kind in (entry.get("params") or {}).items()
             if name in required or rng.random() < P_OPTIONAL
         }
-        return call_tool(tool, endpoint, params)
+        return base.call_tool(tool, endpoint, params)
 
     def _value(self, kind: str) -> Any:
         rng = self.rng

@@ -450,7 +450,7 @@ CODE_EDITS = {
     "schemashift/policies/oracle.py": {"baseline": len(SCENARIOS), **DOWNSTREAM},
     "schemashift/policies/naive.py": {"baseline": len(SCENARIOS), **DOWNSTREAM},
     # a policy neither baseline plays: nothing
-    "schemashift/policies/scripted.py": {},
+    "schemashift/policies/scripted/policy.py": {},
     # not code any job runs
     "README.md": {},
     "docs/workflow.md": {},
