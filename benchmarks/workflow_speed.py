@@ -192,7 +192,7 @@ def embedded_default(bench: Bench) -> None:
 
     def more_seeds(config: dict) -> None:
         """Five more baseline seeds per scenario, from the next multiple of 5 on."""
-        from schemashift.cli.options import parse_seeds
+        from schemashift.rollout.selection import parse_seeds
 
         for cells in config["evaluation"].values():
             spec = cells.get("baseline_seeds", cells["seeds"])

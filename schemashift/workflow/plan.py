@@ -119,16 +119,14 @@ class Plan:
         """(scenario, seed) of a ruleset's evaluation cells, as `run` and `eval` select them: the
         models' (`seeds`), or with `baselines` the rule baselines' (`baseline_seeds`), which must
         hold the models' so that every model cell has baselines to be paired with."""
-        from schemashift.cli.options import select_cells
+        from schemashift.rollout.selection import CellSelectionError, select_cells
 
         key = f"{ruleset}/baselines" if baselines else ruleset
         if key not in self._cells:
             where = f"evaluation.{ruleset}.baseline_seeds" if baselines else f"evaluation.{ruleset}"
             try:
                 scenarios, seeds = select_cells(self._ruleset(ruleset), **self.selection(ruleset, baselines))
-            except ConfigError:
-                raise
-            except Exception as exc:  # CliError: the same message, said of the config
+            except CellSelectionError as exc:  # the message `run` and `eval` give, said of the config
                 raise ConfigError(f"{where}: {exc}") from None
             if baselines:
                 unplayed = sorted({seed for _, seed in self.cells(ruleset)} - set(seeds))
@@ -201,7 +199,7 @@ class Plan:
                 f"are blocks of shard_seeds={size} seed values holding evaluation cells, here "
                 f"{', '.join(known) or 'none'}"
             )
-        from schemashift.cli.options import format_seeds
+        from schemashift.rollout.selection import format_seeds
 
         return format_seeds(seeds)
 
@@ -613,7 +611,7 @@ class Plan:
 
     def trackio_db(self) -> str:
         """The dashboard's Trackio project, exported from results/ (`report trackio`)."""
-        from schemashift.lineage import TRACKIO_PROJECT
+        from schemashift.runs.tracking import TRACKIO_PROJECT
 
         return f"{self.results}/trackio/{TRACKIO_PROJECT}.db"
 

@@ -1,10 +1,9 @@
 """`schemashift eval`: a model policy over scenarios x seeds x samples, batched and resumable.
 
-Writes the same three files as `run` (plus the model columns). Each finished cell is also kept
-under `OUT/progress/` as it lands (atomically), so a killed evaluation continues where it
-stopped: a rerun with the same arguments plays only the cells not yet graded (infra_error
-cells are retried) and then writes the result files from all cells. `OUT/eval.json` pins the
-run id and configuration digest; a different configuration in the same directory is refused.
+Writes the same three files as `run` (plus the model columns), as a resumable sweep
+(`rollout.sweep`): each finished cell is kept under `OUT/progress/` as it lands, so a killed
+evaluation continues where it stopped, and `OUT/eval.json` pins the run id and configuration
+digest (a different configuration in the same directory is refused).
 A checkpoint's rows name the training run and step its adapter's manifest records
 (`schemashift.lineage.evaluated_identity`), never what a caller says it is, and play with the
 run's prompt and turn budgets unless --max-prompt-tokens / --max-new-tokens say otherwise.
@@ -13,7 +12,6 @@ run's prompt and turn budgets unless --max-prompt-tokens / --max-new-tokens say 
 from __future__ import annotations
 
 import argparse
-import uuid
 from pathlib import Path
 
 NAME = "eval"
@@ -98,7 +96,6 @@ def run(args: argparse.Namespace) -> int:
     from schemashift.cli.progress import Progress
     from schemashift.env.rulesets import UnknownRuleset, get_ruleset
     from schemashift.policies import UnknownPolicy, make_policy
-    from schemashift.rollout import io
     from schemashift.rollout.backends import make_backend
     from schemashift.rollout.runner import (
         EpisodeResult,
@@ -108,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         write_results,
     )
     from schemashift.rollout.subject import check_harness
+    from schemashift.rollout.sweep import ResumableSweep, SweepConflict, in_cell_order
 
     if args.batch_size < 1:
         raise CliError(f"--batch-size must be at least 1, got {args.batch_size}")
@@ -150,7 +148,11 @@ def run(args: argparse.Namespace) -> int:
     }
     digest = args.config_hash or provenance.config_hash(invocation)
     out.mkdir(parents=True, exist_ok=True)
-    pinned = _pin(out, args.run_id, digest, invocation)
+    sweep = ResumableSweep(out, "eval.json")
+    try:
+        pinned = sweep.pin(args.run_id, digest, invocation)
+    except SweepConflict as exc:
+        raise CliError(str(exc)) from None
     context = SweepContext(
         run_id=pinned["run_id"],
         policy=args.policy,
@@ -164,20 +166,12 @@ def run(args: argparse.Namespace) -> int:
         git_sha=provenance.git_sha(),
         image=provenance.image(),
     )
-    progress_dir = out / "progress"
-    _remove_leftovers(out, progress_dir)
-    finished: dict[int, EpisodeResult] = {}
-    for position, cell in enumerate(cell_list):
-        stored = _load_cell(progress_dir / _cell_name(cell))
-        if stored is not None and stored.record["status"] == "graded":
-            finished[position] = stored
+    sweep.remove_leftovers()
+    finished = sweep.finished(cell_list)
     todo = [cell for position, cell in enumerate(cell_list) if position not in finished]
 
     def persist(result: EpisodeResult) -> None:
-        cell_path = progress_dir / _cell_name_of(result.record)
-        io.write_json(
-            cell_path, {"record": result.record, "drifts": result.drifts, "trajectory": result.trajectory}
-        )
+        sweep.persist(result)
         bar.update()
 
     try:
@@ -187,8 +181,7 @@ def run(args: argparse.Namespace) -> int:
             )
     finally:
         policy.close()
-    fresh_iter = iter(fresh)
-    results = [finished[p] if p in finished else next(fresh_iter) for p in range(len(cell_list))]
+    results = in_cell_order(len(cell_list), finished, fresh)
     try:
         write_results(out, results)
     except OSError as exc:
@@ -196,63 +189,3 @@ def run(args: argparse.Namespace) -> int:
     from schemashift.cli.progress import report_outcome
 
     return report_outcome("eval", [r.record for r in results], args.out, f", {len(finished)} resumed")
-
-
-def _remove_leftovers(out: Path, progress_dir: Path) -> None:
-    """The temporary files a killed evaluation left: of the result set, eval.json and cells."""
-    import os
-
-    from schemashift.rollout import io, resultset
-
-    resultset.clean(out)
-    io.remove_stale_temps(out, ["eval.json"])
-    for directory, _, _ in os.walk(progress_dir):
-        io.remove_stale_temps(directory)
-
-
-def _cell_name(cell) -> str:
-    return f"{cell.ruleset}/{cell.scenario}/seed-{cell.seed}/sample-{cell.sample_index}.json"
-
-
-def _cell_name_of(record: dict) -> str:
-    return (
-        f"{record['ruleset']}/{record['scenario']}/seed-{record['seed']}/sample-{record['sample_index']}.json"
-    )
-
-
-def _load_cell(path: Path):
-    import json
-
-    from schemashift.rollout.runner import EpisodeResult
-
-    try:
-        data = json.loads(path.read_text())
-        return EpisodeResult(data["record"], data["drifts"], data["trajectory"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _pin(out: Path, run_id: str | None, digest: str, invocation: dict) -> dict:
-    """The run id and configuration of OUT, written on first use and checked on every rerun."""
-    import json
-
-    from schemashift.cli import CliError
-    from schemashift.rollout import io
-
-    path = out / "eval.json"
-    if path.exists():
-        try:
-            pinned = json.loads(path.read_text())
-        except ValueError as exc:
-            raise CliError(f"{path} is not valid JSON ({exc}); remove it to start over") from None
-        if pinned.get("config_hash") != digest:
-            raise CliError(
-                f"--out {out} holds an evaluation with another configuration "
-                f"({pinned.get('config_hash')} != {digest}); use a new directory"
-            )
-        if run_id is not None and pinned.get("run_id") != run_id:
-            raise CliError(f"--out {out} belongs to run {pinned.get('run_id')}, not {run_id}")
-        return pinned
-    pinned = {"run_id": run_id or uuid.uuid4().hex, "config_hash": digest, "invocation": invocation}
-    io.write_json(path, pinned)
-    return pinned

@@ -126,8 +126,8 @@ def run(args: argparse.Namespace) -> int:
             index = figures.write(analysis, out)
             written = [str(out / f"{e['stem']}.{fmt}") for e in index for fmt in figures.FORMATS]
         elif args.part == "trackio":
-            from schemashift.lineage import TRACKIO_PROJECT
             from schemashift.report import dashboard
+            from schemashift.runs.tracking import TRACKIO_PROJECT
 
             project = args.project or TRACKIO_PROJECT
             written = [str(dashboard.export(analysis, out, args.figures, project))]

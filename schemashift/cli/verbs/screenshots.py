@@ -31,9 +31,9 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from schemashift.cli import CliError
-    from schemashift.lineage import TRACKIO_PROJECT
     from schemashift.report import ReportError, screenshots
     from schemashift.rollout.io import write_json
+    from schemashift.runs.tracking import TRACKIO_PROJECT
 
     if not args.report and not args.trackio:
         raise CliError("nothing to shoot: give --report, --trackio or both")

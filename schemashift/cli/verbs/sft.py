@@ -30,8 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from schemashift.cli import CliError
-    from schemashift.cli.options import parse_scenarios, parse_seeds
     from schemashift.env.rulesets import UnknownRuleset, get_ruleset
+    from schemashift.rollout.selection import CellSelectionError, parse_scenarios, parse_seeds
     from schemashift.train.sft import sft
 
     if args.steps < 1:
@@ -40,17 +40,21 @@ def run(args: argparse.Namespace) -> int:
         rulesets = [get_ruleset(name.strip()) for name in args.ruleset.split(",")]
     except UnknownRuleset as exc:
         raise CliError(str(exc)) from None
-    scenarios = None
-    if args.scenarios != "all":
-        if len(rulesets) != 1:
-            raise CliError("--scenarios other than 'all' needs a single --ruleset")
-        scenarios = parse_scenarios(args.scenarios, rulesets[0].scenario_ids())
+    if args.scenarios != "all" and len(rulesets) != 1:
+        raise CliError("--scenarios other than 'all' needs a single --ruleset")
+    try:
+        scenarios = (
+            None if args.scenarios == "all" else parse_scenarios(args.scenarios, rulesets[0].scenario_ids())
+        )
+        seeds = parse_seeds(args.seeds)
+    except CellSelectionError as exc:
+        raise CliError(str(exc)) from None
     try:
         manifest = sft(
             args.model,
             args.out,
             rulesets=[r.name for r in rulesets],
-            seeds=parse_seeds(args.seeds),
+            seeds=seeds,
             scenarios=scenarios,
             steps=args.steps,
             lr=args.lr,

@@ -6,8 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemashift.cli import CliError
-from schemashift.cli.options import MAX_SEED, MAX_SEEDS, format_seeds, parse_scenarios, parse_seeds
+from schemashift.rollout.selection import (
+    MAX_SEED,
+    MAX_SEEDS,
+    CellSelectionError,
+    format_seeds,
+    parse_scenarios,
+    parse_seeds,
+)
 
 SCENARIOS = ["E1_onboard", "E2_invite", "M1_escalate"]
 
@@ -49,7 +55,7 @@ def test_seeds(text: str, seeds: list[int]) -> None:
     ],
 )
 def test_bad_seeds_raise_cli_error(text: str, message: str) -> None:
-    with pytest.raises(CliError, match=message) as info:
+    with pytest.raises(CellSelectionError, match=message) as info:
         parse_seeds(text)
     assert str(info.value).startswith("--seeds: ")
 
@@ -90,7 +96,7 @@ def test_a_scenario_list_keeps_its_order() -> None:
     ],
 )
 def test_bad_scenarios_raise_cli_error(text: str, message: str) -> None:
-    with pytest.raises(CliError, match=message):
+    with pytest.raises(CellSelectionError, match=message):
         parse_scenarios(text, SCENARIOS)
 
 
