@@ -41,7 +41,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from schemashift.lineage import TRACKIO_PROJECT, train_verified_metrics
 from schemashift.report import ReportError
 from schemashift.report.analysis import (
     EFFICIENCY_COLUMNS,
@@ -55,6 +54,7 @@ from schemashift.report.analysis import (
 )
 from schemashift.report.stats import metric_stat
 from schemashift.rollout.subject import DEFAULT_HARNESS
+from schemashift.runs.tracking import TRACKIO_PROJECT, train_verified_metrics
 
 if TYPE_CHECKING:
     from schemashift.report.analysis import Analysis, TrainingRun

@@ -18,8 +18,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from schemashift.lineage import TRACKIO_PROJECT
 from schemashift.report import ReportError
+from schemashift.runs.tracking import TRACKIO_PROJECT
 
 #: browsers tried in order (Debian: chromium-headless-shell, chromium)
 BROWSERS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome")

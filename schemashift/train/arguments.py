@@ -62,7 +62,7 @@ def grpo_kwargs(run: TrainRun, output_dir: str, *, use_cpu: bool, use_vllm: bool
         "seed": run["seed"],
         # Per turn: the closed-loop rollout generates one turn per call (vLLM reads this limit).
         "max_completion_length": run["max_turn_tokens"],
-        # Trackio is logged by schemashift.train.live (steps kept, resumes without duplicates);
+        # Trackio is logged by schemashift.train.live_trackio (steps kept, resumes without duplicates);
         # transformers' callback would log without steps and append on resume
         "report_to": "none" if run["report_to"] == "trackio" else run["report_to"],
         "use_cpu": use_cpu,

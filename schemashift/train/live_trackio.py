@@ -1,6 +1,6 @@
 """Training's own live Trackio logging (`report_to: trackio`), in the benchmark's project.
 
-The run logs into `lineage.TRACKIO_PROJECT` under its own name (run id = name), grouped by
+The run logs into `runs.tracking.TRACKIO_PROJECT` under its own name (run id = name), grouped by
 `<ruleset>/<reward>`, each optimizer step at its step as `train_verified/<column>`: the names
 the report's export (`schemashift report trackio`) uses. Trackio stores the rows under
 `$TRACKIO_DIR` (default: its cache folder), offline; nothing is sent to a Space.
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from schemashift.lineage import TRACKIO_PROJECT, train_verified_metrics
+from schemashift.runs.tracking import TRACKIO_PROJECT, train_verified_metrics
 
 
 class LiveTrackio:

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from schemashift import provenance
-from schemashift.lineage import GO_NO_GO_FILE, GO_NO_GO_STEP, SAMPLING_COLUMNS, go_no_go
+from schemashift.lineage import GO_NO_GO_FILE, GO_NO_GO_STEP, go_no_go
 from schemashift.rollout.io import atomic_write, write_json
+from schemashift.runs.tracking import SAMPLING_COLUMNS
 
 LOG_NAME = "metrics.jsonl"
 PARQUET_NAME = "metrics.parquet"

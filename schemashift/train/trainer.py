@@ -430,10 +430,10 @@ def grpo_trainer(stack: str, **kwargs: Any) -> Any:
 
 def _live_logger(run: TrainRun, metrics: MetricsLog) -> Any:
     """Live Trackio logging where the run asks for it (`report_to: trackio`), resumed from the
-    committed lineage (schemashift.train.live)."""
+    committed lineage (schemashift.train.live_trackio)."""
     if run["report_to"] != "trackio":
         return None
-    from schemashift.train.live import LiveTrackio
+    from schemashift.train.live_trackio import LiveTrackio
 
     config = {"base_model": run.base_model, "ruleset": run.ruleset, "reward": run.reward, "split": run.split}
     return LiveTrackio(run.name, f"{run.ruleset}/{run.reward}", metrics.lineage(), config)

@@ -24,8 +24,8 @@ from fixture_results import (
 )
 
 from schemashift.cli import main
-from schemashift.lineage import SAMPLING_COLUMNS
 from schemashift.report.figures import stems
+from schemashift.runs.tracking import SAMPLING_COLUMNS
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 BOOTSTRAP = "300"

@@ -31,8 +31,8 @@ from fixture_results import (
 from report_helpers import read_metrics
 
 from schemashift.cli import main
-from schemashift.lineage import SAMPLING_COLUMNS
 from schemashift.report.dashboard import GROUPS
+from schemashift.runs.tracking import SAMPLING_COLUMNS
 
 pytest.importorskip("trackio")
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from schemashift.lineage import SAMPLING_COLUMNS, train_verified_metrics
+from schemashift.runs.tracking import SAMPLING_COLUMNS, train_verified_metrics
 from schemashift.train.metrics import LOG_NAME, MetricsLog
 
 pytest.importorskip("trl")

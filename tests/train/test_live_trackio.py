@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(120)
 # with a kill after `stop` and a resume from checkpoint `resume` when given.
 ATTEMPT = """
 import sys
-from schemashift.train.live import LiveTrackio
+from schemashift.train.live_trackio import LiveTrackio
 from schemashift.train.metrics import MetricsLog
 run_dir, first, stop, offset, resume = sys.argv[1:]
 first, stop, offset = int(first), int(stop), float(offset)

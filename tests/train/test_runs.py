@@ -90,7 +90,7 @@ def test_vllm_and_hub_arguments_appear_only_when_asked_for():
 
 def test_trackio_is_logged_by_the_live_logger_not_transformers_callback():
     """transformers' Trackio callback logs without steps and appends on resume: TRL reports to
-    nothing and schemashift.train.live logs into the benchmark's project instead."""
+    nothing and schemashift.train.live_trackio logs into the benchmark's project instead."""
     config = copy.deepcopy(CONFIG)
     config["train"]["runs"]["run1"]["overrides"] = {"report_to": "trackio"}
     grpo = grpo_kwargs(resolve_run(config, "run1"), "out", use_cpu=True, use_vllm=False)

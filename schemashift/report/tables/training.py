@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from schemashift.lineage import SAMPLING_COLUMNS
 from schemashift.report.analysis import METRICS, OVERALL, Analysis, ablation_groups, repeat_groups, smoothed
 from schemashift.report.stats import MISSING_STAT, Stat, adjust, repeats_stat, standard_error, verdict
 from schemashift.report.tables.format import (
@@ -18,6 +17,7 @@ from schemashift.report.tables.format import (
     size_text,
     stat_record,
 )
+from schemashift.runs.tracking import SAMPLING_COLUMNS
 
 #: the cell of a run whose stack made no importance-sampling correction (nothing to measure)
 NO_CORRECTION = "\u2014"
