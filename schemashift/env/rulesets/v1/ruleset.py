@@ -37,6 +37,7 @@ from schemashift.env.rulesets.base import (
 )
 from schemashift.env.rulesets.v1 import families
 from schemashift.env.rulesets.v1.api import Api, build_view, error, ok
+from schemashift.env.rulesets.v1.builder import Builder, FamilySpec, Redraw
 from schemashift.env.rulesets.v1.catalogue import (
     BREAKING_KINDS,
     CATALOGUE,
@@ -691,7 +692,7 @@ def _split_of(seed: int) -> str:
 def _build_task(scenario: str, seed: int) -> Task:
     """The task of (scenario, seed).
 
-    A world whose criteria contradict each other is drawn again (`families.Redraw`), and so is a
+    A world whose criteria contradict each other is drawn again (`builder.Redraw`), and so is a
     drift plan that an honest agent (one that reads what it must) could not finish with two steps
     to spare (`_honest_steps_bound`), so every seed is solvable from what the agent is shown.
     """
@@ -701,21 +702,21 @@ def _build_task(scenario: str, seed: int) -> Task:
         tier, builder, max_steps, _ = families.FAMILIES[scenario]
         family = scenario
 
-        def draw() -> families.FamilySpec:
-            return builder(families.Builder(world_rng, split))
+        def draw() -> FamilySpec:
+            return builder(Builder(world_rng, split))
     elif scenario in families.COMPOSITIONS:
         tier, parts, max_steps = families.COMPOSITIONS[scenario]
         family = "composition"
 
-        def draw() -> families.FamilySpec:
-            return families.composition(families.Builder(world_rng, split), parts)
+        def draw() -> FamilySpec:
+            return families.composition(Builder(world_rng, split), parts)
     else:
         known = list(families.FAMILIES) + list(families.COMPOSITIONS)
         raise UnknownScenario(f"Unknown scenario {scenario!r} for ruleset 'v1'. Available: {known}")
     for _ in range(20):
         try:
             spec = draw()
-        except families.Redraw:
+        except Redraw:
             continue
         break
     else:
