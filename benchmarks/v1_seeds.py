@@ -18,7 +18,7 @@ import sys
 import time
 
 from schemashift.env.rulesets import get_ruleset
-from schemashift.env.rulesets.v1.ruleset import TEST_SEEDS, TRAIN_FIRST_SEED
+from schemashift.env.rulesets.v1.tasks import TEST_SEEDS, TRAIN_FIRST_SEED
 
 THRESHOLD = 0.95
 

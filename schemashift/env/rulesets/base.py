@@ -230,6 +230,21 @@ class Ruleset:
         raise NotImplementedError
 
 
+#: The rubric's weights, shared by every ruleset (docs/rulesets.md): completion, drift detection,
+#: adaptation and efficiency.
+W_COMPLETION, W_DETECTION, W_ADAPTATION, W_EFFICIENCY = 0.40, 0.25, 0.20, 0.15
+
+
+def weighted_rubric(completion: float, detection: float, adaptation: float, efficiency: float) -> float:
+    """The rubric W: the weighted sum of an episode's four scores (each in [0, 1])."""
+    return (
+        W_COMPLETION * completion
+        + W_DETECTION * detection
+        + W_ADAPTATION * adaptation
+        + W_EFFICIENCY * efficiency
+    )
+
+
 def drift_row(
     drift: DriftEvent, *, discovered: int | None, failed: int | None, recovered: int | None
 ) -> dict[str, Any]:

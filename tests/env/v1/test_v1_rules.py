@@ -465,7 +465,7 @@ def test_names_and_phrases_match_as_whole_words():
 def test_a_task_whose_criteria_contradict_each_other_is_redrawn():
     import random
 
-    from schemashift.env.rulesets.v1.families import Builder, Redraw
+    from schemashift.env.rulesets.v1.builder import Builder, Redraw
 
     b = Builder(random.Random(0), "test")
     b.send("a@x.io", "Weekly", "Active: Elena Ahmed.", "check", ["weekly"], ["Elena Ahmed"], ["Elena Ahmed"])

@@ -17,7 +17,7 @@ from typing import Any
 from v1_support import RULESET, documented_plan
 
 from schemashift.env import Environment
-from schemashift.env.rulesets.v1.families import COMPANIES, FIRST, LAST
+from schemashift.env.rulesets.v1.builder import COMPANIES, FIRST, LAST
 from schemashift.env.rulesets.v1.tools import WRITE_ENDPOINTS
 
 UNKNOWN = "[unknown]"

@@ -28,12 +28,12 @@ from schemashift.env.rulesets.base import (
     action_counts,
     drift_counts,
     drift_row,
+    weighted_rubric,
 )
 from schemashift.env.rulesets.legacy.scenarios import SCENARIOS
 from schemashift.env.rulesets.legacy.tools import TOOL_CLASSES
 from schemashift.env.rulesets.legacy.tools.base import Tool, fail, ok
 
-W_COMPLETION, W_DETECTION, W_ADAPTATION, W_EFFICIENCY = 0.40, 0.25, 0.20, 0.15
 INSPECT_AFTER_FAILURE = 0.10
 CORRECT_REPORT = 0.15
 RETRY_AFTER_FAILURE = 0.20
@@ -265,12 +265,7 @@ class LegacyRuleset(Ruleset):
         efficiency = 0.5 * max(0.0, 1.0 - ep.step / task.max_steps) + 0.5 * (
             ep.tokens_remaining / max(1, task.token_budget)
         )
-        weighted = (
-            W_COMPLETION * completion
-            + W_DETECTION * drift_detection
-            + W_ADAPTATION * adaptation
-            + W_EFFICIENCY * efficiency
-        )
+        weighted = weighted_rubric(completion, drift_detection, adaptation, efficiency)
         catastrophe = self.catastrophe(ep)
         catastrophic_gate = 0.0 if catastrophe else 1.0
         if catastrophe:

@@ -13,361 +13,21 @@ Three rules keep the task honest (docs/rulesets.md, "Guarantees"):
 - every text starts with a dated request whose year belongs to the split (test 2026, train
   2028 onwards), so no training task can equal a test task.
 A drawn task whose criteria contradict each other (the honest messages or summary would fail
-them) raises `Redraw`, and the caller draws again from the same generator.
+them) raises `builder.Redraw`, and the caller draws again from the same generator. The world
+machinery (name pools, people, slots, the `Builder` that accumulates a task) is `builder.py`.
 """
 
 from __future__ import annotations
 
+import functools
 import random
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from datetime import date, timedelta
 from typing import Any
 
-from schemashift.env.rulesets.v1.grading import has_phrase
+from schemashift.env.rulesets.v1.builder import Builder, FamilySpec, day_label, fixed_slot
 
-FIRST = (
-    "Priya", "Alex", "Jordan", "Sam", "Taylor", "Morgan", "Casey", "Riley", "Avery", "Quinn",
-    "Harper", "Rowan", "Elena", "Mateo", "Aisha", "Kenji", "Lena", "Omar", "Sofia", "Noah",
-    "Maya", "Luca", "Zara", "Ivan", "Chloe", "Diego", "Hana", "Felix", "Nora", "Tariq",
-    "Ines", "Oscar", "Leila", "Pavel", "Grace", "Ravi", "Yara", "Bruno", "Mei", "Ezra",
-)  # fmt: skip
-LAST = (
-    "Sharma", "Nguyen", "Taylor", "Davis", "Okafor", "Kowalski", "Haddad", "Lindqvist", "Moreau",
-    "Tanaka", "Silva", "Mensah", "Novak", "Rossi", "Fischer", "Kim", "Patel", "Garcia", "Ahmed",
-    "Costa", "Brennan", "Ivanova", "Laurent", "Yilmaz", "Andersen", "Murphy", "Castillo", "Weber",
-    "Dubois", "Horvat", "Mwangi", "Sato", "Ortiz", "Berg", "Quist", "Romano", "Schmidt", "Lopez",
-)  # fmt: skip
-COMPANIES = (
-    "Globex Industries", "Acme Corp", "Initech", "Umbrella Health", "Stark Logistics", "Wayne Foods",
-    "Hooli Cloud", "Vandelay Imports", "Soylent Labs", "Cyberdyne Energy", "Tyrell Bio", "Wonka Retail",
-    "Oscorp Media", "Nakatomi Trading", "Massive Dynamic", "Pied Piper", "Gringotts Finance",
-    "Monarch Travel", "Aperture Devices", "Blue Sun Mining", "Dunder Paper", "Sirius Robotics",
-)  # fmt: skip
-INTERNAL_DOMAINS = ("company.com", "northwind.io", "contoso.dev", "fabrikam.net", "tailspin.co")
-#: customers write from personal mailboxes whose names reveal neither their name nor their company
-MAIL_PROVIDERS = ("inboxly.net", "postbox.org", "mailfast.io", "zenmail.com", "heymail.net")
-HANDLE_WORDS = (
-    "amber", "birch", "cedar", "delta", "ember", "fjord", "glade", "harbor", "indigo", "juniper",
-    "kestrel", "lumen", "meadow", "nimbus", "orchid", "pebble", "quartz", "raven", "sierra", "tundra",
-)  # fmt: skip
 TEAMS = ("Platform", "Data", "Design", "Growth", "Support", "Security", "Mobile", "Finance", "Research")
-WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-MONTHS = ("", "January", "February", "March", "April", "May", "June", "July", "August", "September",
-          "October", "November", "December")  # fmt: skip
-#: the first Monday a split's requests may be dated (the year tells the splits apart)
-SPLIT_START = {"test": date(2026, 1, 5), "train": date(2028, 1, 3)}
-REQUEST_WEEKS = 46
-
-
-class Redraw(Exception):
-    """The drawn task contradicts itself; draw again from the same generator."""
-
-
-@dataclass(frozen=True)
-class Person:
-    first: str
-    last: str
-    email: str
-
-    @property
-    def name(self) -> str:
-        return f"{self.first} {self.last}"
-
-
-@dataclass(frozen=True)
-class Slot:
-    start: str
-    end: str
-    label: str  # e.g. "Monday April 27, 2026 at 10:00 UTC"
-    time: str  # e.g. "10:00 UTC"
-    day: str  # ISO date
-    minutes: int
-
-
-def day_label(day: date) -> str:
-    return f"{WEEKDAYS[day.weekday()]} {MONTHS[day.month]} {day.day}, {day.year}"
-
-
-@dataclass
-class FamilySpec:
-    """Everything a family builder draws for one task instance."""
-
-    description: str
-    tools: tuple[str, ...]
-    seed_data: dict[str, dict[str, Any]]
-    criteria: list[dict[str, Any]]
-    ops: list[dict[str, Any]]
-    summary: str
-    allowed: dict[str, Any]
-
-
-@dataclass
-class Builder:
-    """Accumulates one task: its world, sentences, plan, criteria and collateral-damage rules."""
-
-    rng: random.Random
-    split: str
-    domain: str = "company.com"
-    used_names: set[str] = field(default_factory=set)
-    used_ids: set[str] = field(default_factory=set)
-    contacts: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    inbox: list[dict[str, Any]] = field(default_factory=list)
-    tools: list[str] = field(default_factory=list)
-    ops: list[dict[str, Any]] = field(default_factory=list)
-    criteria: list[dict[str, Any]] = field(default_factory=list)
-    recipients: dict[str, int] = field(default_factory=dict)
-    people: set[str] = field(default_factory=set)
-    mutable: dict[str, list[str]] = field(default_factory=dict)
-    deletable: set[str] = field(default_factory=set)
-    titles: dict[str, int] = field(default_factory=dict)
-    honest_texts: list[tuple[dict[str, Any], str, str]] = field(default_factory=list)
-    today: date = SPLIT_START["test"]
-
-    def __post_init__(self) -> None:
-        self.today = SPLIT_START[self.split] + timedelta(
-            weeks=self.rng.randrange(REQUEST_WEEKS), days=self.rng.randrange(5)
-        )
-
-    # -- entities ----------------------------------------------------------------------------------
-    def person(self, domain: str | None = None, first: str | None = None) -> Person:
-        rng = self.rng
-        dom = domain or self.domain
-        while True:
-            given = first or rng.choice(FIRST)
-            last = rng.choice(LAST)
-            local = rng.choice((given, f"{given}.{last}", f"{given[0]}{last}")).lower()
-            email = f"{local}@{dom}"
-            if f"{given} {last}" not in self.used_names and email not in self.used_names:
-                break
-        self.used_names.update((f"{given} {last}", email))
-        return Person(given, last, email)
-
-    def customer(self, first: str | None = None) -> Person:
-        """A customer: a full name and a personal address that does not spell it."""
-        rng = self.rng
-        while True:
-            given = first or rng.choice(FIRST)
-            last = rng.choice(LAST)
-            handle = f"{rng.choice(HANDLE_WORDS)}.{rng.choice(HANDLE_WORDS)}{rng.randint(10, 99)}"
-            email = f"{handle}@{rng.choice(MAIL_PROVIDERS)}"
-            if f"{given} {last}" not in self.used_names and email not in self.used_names:
-                break
-        self.used_names.update((f"{given} {last}", email))
-        return Person(given, last, email)
-
-    def record_id(self, prefix: str) -> str:
-        """An id no agent can guess: the prefix and five random digits."""
-        while True:
-            rid = f"{prefix}_{self.rng.randint(10000, 99999)}"
-            if rid not in self.used_ids:
-                self.used_ids.add(rid)
-                return rid
-
-    def companies(self, n: int) -> list[str]:
-        return self.rng.sample(COMPANIES, n)
-
-    def day(self, earliest: int = 1, latest: int = 21) -> date:
-        """A weekday `earliest`..`latest` days after the request date."""
-        day = self.today + timedelta(days=self.rng.randint(earliest, latest))
-        if day.weekday() >= 5:
-            day += timedelta(days=7 - day.weekday())
-        return day
-
-    def slot(
-        self, minutes: int | None = None, hours: tuple[int, int] = (9, 16), on: date | None = None
-    ) -> Slot:
-        rng = self.rng
-        minutes = minutes or rng.choice((30, 45, 60))
-        return fixed_slot(on or self.day(), rng.randint(*hours), rng.choice((0, 30)), minutes)
-
-    def use(self, *tools: str) -> None:
-        for tool in tools:
-            if tool not in self.tools:
-                self.tools.append(tool)
-
-    def request(self, text: str) -> str:
-        return f"Today is {day_label(self.today)}. {text}"
-
-    # -- seeded records ----------------------------------------------------------------------------
-    def contact(self, person: Person, company: str, status: str = "active") -> dict[str, Any]:
-        record = {
-            "contact_id": self.record_id("c"),
-            "name": person.name,
-            "email": person.email,
-            "company": company,
-            "status": status,
-        }
-        self.contacts.append(record)
-        return record
-
-    def event(self, title: str, slot: Slot, attendees: list[str]) -> dict[str, Any]:
-        record = {
-            "event_id": self.record_id("evt"),
-            "title": title,
-            "start": slot.start,
-            "end": slot.end,
-            "attendees": list(attendees),
-            "location": "",
-            "status": "confirmed",
-        }
-        self.events.append(record)
-        return record
-
-    def message(self, sender: str, subject: str, body: str) -> dict[str, Any]:
-        record = {
-            "message_id": self.record_id("msg"),
-            "from": sender,
-            "to": [f"me@{self.domain}"],
-            "subject": subject,
-            "body": body,
-            "folder": "inbox",
-        }
-        self.inbox.append(record)
-        return record
-
-    def shuffle_records(self) -> None:
-        """Distractors must not sit at predictable positions."""
-        self.rng.shuffle(self.contacts)
-        self.rng.shuffle(self.events)
-        self.rng.shuffle(self.inbox)
-
-    # -- plan steps and their criteria -------------------------------------------------------------
-    def read(self, tool: str, endpoint: str, **params: Any) -> None:
-        self.use(tool)
-        self.ops.append({"tool": tool, "endpoint": endpoint, "params": params})
-
-    def send(
-        self,
-        to: str,
-        subject: str,
-        body: str,
-        check: str,
-        subject_has: list[str],
-        body_has: list[str] = (),
-        body_lacks: list[str] = (),
-    ) -> None:
-        """One message to `to` alone; `check` is the criterion text (what is checked, no answers)."""
-        self.use("mail")
-        self.ops.append(
-            {
-                "tool": "mail",
-                "endpoint": "send_message",
-                "params": {"to": to, "subject": subject, "body": body},
-            }
-        )
-        self.recipients[to] = self.recipients.get(to, 0) + 1
-        criterion = {
-            "kind": "message",
-            "to": to,
-            "subject_has": list(subject_has),
-            "body_has": list(body_has),
-            "body_lacks": list(body_lacks),
-            "text": check,
-        }
-        self.criteria.append(criterion)
-        self.honest_texts.append((criterion, subject, body))
-
-    def create_event(self, title: str, slot: Slot, attendees: list[str], check: str) -> None:
-        self.use("calendar")
-        self.ops.append(
-            {
-                "tool": "calendar",
-                "endpoint": "create_event",
-                "params": {
-                    "title": title,
-                    "start": slot.start,
-                    "end": slot.end,
-                    "attendees": list(attendees),
-                },
-            }
-        )
-        self.people.update(attendees)
-        self.titles[title.lower()] = self.titles.get(title.lower(), 0) + 1
-        self.criteria.append(
-            {
-                "kind": "event",
-                "title": title,
-                "start": slot.start,
-                "end": slot.end,
-                "attendees": sorted(attendees),
-                "text": check,
-            }
-        )
-
-    def set_status(self, contact: dict[str, Any], status: str, check: str) -> None:
-        self.use("crm")
-        cid = contact["contact_id"]
-        self.ops.append(
-            {"tool": "crm", "endpoint": "update_contact", "params": {"contact_id": cid, "status": status}}
-        )
-        self.mutable.setdefault(cid, []).append("status")
-        self.criteria.append({"kind": "contact_status", "contact_id": cid, "status": status, "text": check})
-
-    def cancel(self, event: dict[str, Any], check: str) -> None:
-        self.use("calendar")
-        eid = event["event_id"]
-        self.ops.append({"tool": "calendar", "endpoint": "delete_event", "params": {"event_id": eid}})
-        self.deletable.add(eid)
-        self.mutable.setdefault(eid, []).append("status")
-        self.criteria.append({"kind": "event_cancelled", "event_id": eid, "text": check})
-
-    def summary_criterion(self, has: list[str], lacks: list[str], check: str) -> None:
-        self.criteria.append({"kind": "summary", "has": has, "lacks": lacks, "text": check})
-
-    def finish(self, description: str, summary: str) -> FamilySpec:
-        self._check_consistent(summary)
-        seed_data: dict[str, dict[str, Any]] = {}
-        for tool in self.tools:
-            if tool == "mail":
-                seed_data["mail"] = {"messages": self.inbox}
-            elif tool == "calendar":
-                seed_data["calendar"] = {"events": self.events}
-            else:
-                seed_data["crm"] = {"contacts": self.contacts}
-        allowed = {
-            "recipients": self.recipients,
-            "people": sorted(self.people),
-            "mutable": self.mutable,
-            "deletable": sorted(self.deletable),
-            "titles": self.titles,
-        }
-        order = {"mail": 0, "calendar": 1, "crm": 2}
-        tools = tuple(sorted(self.tools, key=order.__getitem__))
-        return FamilySpec(
-            self.request(description), tools, seed_data, self.criteria, self.ops, summary, allowed
-        )
-
-    def _check_consistent(self, summary: str) -> None:
-        """Redraw a task whose honest messages or summary would fail its own criteria."""
-        for criterion, subject, body in self.honest_texts:
-            if not (
-                all(has_phrase(subject, s) for s in criterion["subject_has"])
-                and all(has_phrase(body, s) for s in criterion["body_has"])
-                and not any(has_phrase(body, s) for s in criterion["body_lacks"])
-            ):
-                raise Redraw(f"message criterion contradicts itself: {criterion}")
-        for criterion in self.criteria:
-            if criterion["kind"] == "summary" and not (
-                all(has_phrase(summary, s) for s in criterion["has"])
-                and not any(has_phrase(summary, s) for s in criterion["lacks"])
-            ):
-                raise Redraw(f"summary criterion contradicts itself: {criterion}")
-
-
-def fixed_slot(day: date, hour: int, minute: int, minutes: int) -> Slot:
-    iso = day.isoformat()
-    start_min = hour * 60 + minute
-    end_min = start_min + minutes
-    time = f"{hour:02d}:{minute:02d} UTC"
-    return Slot(
-        f"{iso}T{hour:02d}:{minute:02d}:00Z",
-        f"{iso}T{end_min // 60:02d}:{end_min % 60:02d}:00Z",
-        f"{day_label(day)} at {time}",
-        time,
-        iso,
-        minutes,
-    )
 
 
 def _pick(rng: random.Random, *options: str) -> str:
@@ -389,11 +49,34 @@ def _distractor_events(b: Builder, n: int, people: list[str]) -> None:
         b.event(title, b.slot(), b.rng.sample(people, min(2, len(people))))
 
 
+#: family id -> (tier, builder, step limit, tools), in the order the families are defined below
+FAMILIES: dict[str, tuple[str, Any, int, tuple[str, ...]]] = {}
+
+
+def family(
+    tier: str, step_limit: int, tools: tuple[str, ...], *, internal: bool = False
+) -> Callable[[Callable[[Builder], FamilySpec]], Callable[[Builder], FamilySpec]]:
+    """Registers a family builder in `FAMILIES` under its own name. An `internal` family's task is
+    set inside a company: the company's mail domain is the first thing its builder draws."""
+
+    def register(build: Callable[[Builder], FamilySpec]) -> Callable[[Builder], FamilySpec]:
+        @functools.wraps(build)
+        def draw(b: Builder) -> FamilySpec:
+            if internal:
+                b.internal_domain()
+            return build(b)
+
+        FAMILIES[build.__name__] = (tier, draw, step_limit, tools)
+        return draw
+
+    return register
+
+
 # -- the six families -----------------------------------------------------------------------------
+@family("easy", 20, ("mail", "calendar"), internal=True)
 def onboard_new_hire(b: Builder) -> FamilySpec:
     """HR's message in the inbox holds the hire's address and names their manager."""
     rng = b.rng
-    b.domain = rng.choice(INTERNAL_DOMAINS)
     hire, manager, other_hire, other_manager = (b.person() for _ in range(4))
     hr = f"{_pick(rng, 'hr', 'people-ops', 'talent')}@{b.domain}"
     start_day = b.day(3, 14)
@@ -442,10 +125,10 @@ def onboard_new_hire(b: Builder) -> FamilySpec:
     return b.finish(description, f"Welcomed {hire.name} and scheduled '{title}' with {manager.name}.")
 
 
+@family("easy", 26, ("mail",), internal=True)
 def meeting_invite_blast(b: Builder) -> FamilySpec:
     """The roster is in the inbox, and so is an out-of-office reply from one member."""
     rng = b.rng
-    b.domain = rng.choice(INTERNAL_DOMAINS)
     team_name, other_team = rng.sample(TEAMS, 2)
     members = [b.person() for _ in range(rng.randint(4, 6))]
     others = [b.person() for _ in range(3)]
@@ -510,6 +193,7 @@ def _customers(b: Builder, n_distractors: int) -> tuple[dict[str, Any], list[dic
     return target, others
 
 
+@family("easy", 20, ("crm",))
 def customer_lookup(b: Builder) -> FamilySpec:
     rng = b.rng
     target, others = _customers(b, rng.randint(3, 5))
@@ -536,9 +220,9 @@ def customer_lookup(b: Builder) -> FamilySpec:
     return b.finish(description, f"{target['name']} ({email}) is now {status}. Company: {target['company']}.")
 
 
+@family("medium", 24, ("mail", "calendar", "crm"), internal=True)
 def customer_escalation(b: Builder) -> FamilySpec:
     rng = b.rng
-    b.domain = rng.choice(INTERNAL_DOMAINS)
     target, _ = _customers(b, rng.randint(2, 4))
     manager = b.person()
     status = rng.choice(("vip_escalation", "retention_risk", "priority_care"))
@@ -575,9 +259,9 @@ def customer_escalation(b: Builder) -> FamilySpec:
     return b.finish(description, f"Escalated {name} ({target['company']}), emailed and booked the call.")
 
 
+@family("medium", 22, ("mail", "calendar", "crm"), internal=True)
 def weekly_report(b: Builder) -> FamilySpec:
     rng = b.rng
-    b.domain = rng.choice(INTERNAL_DOMAINS)
     company, *others = b.companies(3)
     active = [b.contact(b.customer(), company, "active") for _ in range(rng.randint(2, 4))]
     inactive = [b.contact(b.customer(), company, "inactive") for _ in range(rng.randint(1, 2))]
@@ -630,9 +314,9 @@ CLEANUP_TITLES = (
 )
 
 
+@family("medium", 26, ("mail", "calendar"), internal=True)
 def event_cleanup(b: Builder) -> FamilySpec:
     rng = b.rng
-    b.domain = rng.choice(INTERNAL_DOMAINS)
     lead, *team = (b.person() for _ in range(4))
     pairs = rng.sample(CLEANUP_TITLES, 2)
     monday = b.today + timedelta(days=7 - b.today.weekday())
@@ -695,7 +379,7 @@ def composition(b: Builder, parts: int) -> FamilySpec:
     """`parts` atomic subtasks drawn across tools (status update, notice, meeting, cancellation);
     at least two tools and at least one subtask that needs a lookup."""
     rng = b.rng
-    b.domain = rng.choice(INTERNAL_DOMAINS)
+    b.internal_domain()
     kinds = ["status", "notice", "meeting", "cancel"]
     chosen = rng.sample(kinds, parts)
     while len({_PART_TOOL[k] for k in chosen}) < 2 or not LOOKUP_PARTS & set(chosen):
@@ -770,15 +454,6 @@ def composition(b: Builder, parts: int) -> FamilySpec:
 
 _PART_TOOL = {"status": "crm", "notice": "mail", "meeting": "calendar", "cancel": "calendar"}
 
-#: family id -> (tier, builder, step limit, tools)
-FAMILIES: dict[str, tuple[str, Any, int, tuple[str, ...]]] = {
-    "onboard_new_hire": ("easy", onboard_new_hire, 20, ("mail", "calendar")),
-    "meeting_invite_blast": ("easy", meeting_invite_blast, 26, ("mail",)),
-    "customer_lookup": ("easy", customer_lookup, 20, ("crm",)),
-    "customer_escalation": ("medium", customer_escalation, 24, ("mail", "calendar", "crm")),
-    "weekly_report": ("medium", weekly_report, 22, ("mail", "calendar", "crm")),
-    "event_cleanup": ("medium", event_cleanup, 26, ("mail", "calendar")),
-}
 #: composition scenario id -> (tier, number of parts, step limit); listed only when asked for
 COMPOSITIONS: dict[str, tuple[str, int, int]] = {
     "composed_pair": ("medium", 2, 24),

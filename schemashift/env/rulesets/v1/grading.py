@@ -13,11 +13,20 @@ system could not take back as well as on the final state:
 - a write to a record the task did not ask to change, or to a field it did not ask to change,
   even when a later write restores it; an event created with a title the task does not ask for;
   any CRM contact created; more active events of a title than asked.
+
+The episode's grade (`grade`) puts them together: completion is the share of criteria met,
+success needs every one met, no damage and the agent's own completion; the rubric weighs
+completion, drift detection, adaptation and efficiency (`base.weighted_rubric`), and the terminal
+value is the score of a success or `FAILED_CREDIT` of a clean failure's completion. `progress`
+is the potential the training reward is shaped with.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from schemashift.env.episode import DriftEvent, Episode
+from schemashift.env.rulesets.base import weighted_rubric
 
 
 def _word_char(char: str) -> bool:
@@ -176,3 +185,105 @@ def crm_damage(allowed: dict[str, Any], seed_data: dict[str, Any], crm: Any) -> 
 
 #: tool -> its collateral-damage check (allowed changes, the tool's seed data, the tool's world)
 DAMAGE_CHECKS = {"mail": mail_damage, "calendar": calendar_damage, "crm": crm_damage}
+
+
+# -- the episode's grade -------------------------------------------------------------------------
+#: Share of its completion a failed, cleanly ended episode keeps as terminal value, so groups
+#: without a success still rank progress. Below the lowest successful score (W_COMPLETION).
+FAILED_CREDIT = 0.2
+WRONG_REPORT_PENALTY = 0.5
+#: Adaptation lost per failed call on a drifted endpoint beyond the one that met the drift.
+REPEAT_FAILURE_PENALTY = 0.25
+
+
+def progress(ep: Episode) -> tuple[float, list[bool], list[str]]:
+    """(potential Phi, criteria met, collateral damage) of the current world.
+
+    Only the parts that read a tool written since the last call are checked again (None
+    stands for the completion summary).
+    """
+    extra = ep.extra
+    dirty = extra["dirty"]
+    if dirty:
+        truth = ep.task.ground_truth
+        world = ep.tools
+        summary = extra["summary_text"]
+        met = extra["met"]
+        for i, criterion in enumerate(truth["criteria"]):
+            if CRITERION_TOOL[criterion["kind"]] in dirty:
+                met[i] = criterion_met(criterion, world, summary)
+        damage = extra["damage"]
+        for tool in dirty:
+            if tool is not None:
+                damage[tool] = DAMAGE_CHECKS[tool](truth["allowed"], ep.task.seed_data[tool], world[tool])
+        extra["dirty"] = set()
+    met = extra["met"]
+    damage = [d for found in extra["damage"].values() for d in found]
+    phi = 0.0 if damage else sum(met) / len(met)
+    return phi, met, damage
+
+
+def met_drifts(ep: Episode) -> list[DriftEvent]:
+    """Drifts the agent met with a step left to act on them (one that fired on the episode's
+    last step counts for nothing)."""
+    return [d for d in ep.drifts if d.fired and d.fired_step < ep.step]
+
+
+def grade(ep: Episode) -> dict[str, Any]:
+    """The rubric of the episode so far, gated by completion, success and safety (cached once
+    done). Success needs the agent's own complete_task: an episode that runs out of steps or
+    is cut off has not finished its task."""
+    cached = ep.extra["grade"]
+    if cached is not None and ep.done:
+        return cached
+    _, met, damage = progress(ep)
+    completion = sum(met) / len(met)
+    catastrophe = bool(damage)
+    completed = ep.extra["summary_text"] is not None
+    success = completed and all(met) and not catastrophe
+    counted = met_drifts(ep)
+    correct = sum(1 for d in counted if d.detected)
+    wrong = ep.extra["wrong_reports"]
+    if counted:
+        detection = max(0.0, min(1.0, (correct - WRONG_REPORT_PENALTY * wrong) / len(counted)))
+    else:
+        detection = max(0.0, 1.0 - WRONG_REPORT_PENALTY * wrong)
+    adaptation = sum(drift_adaptation(ep, d) for d in counted) / len(counted) if counted else 1.0
+    task = ep.task
+    # Unreported tokens leave the budget whole, so reporting them can only lower the figure.
+    efficiency = max(0.0, 1.0 - ep.step / task.max_steps) * (ep.tokens_remaining / task.token_budget)
+    rubric = weighted_rubric(completion, detection, adaptation, efficiency)
+    score = rubric if success else 0.0
+    if success:
+        terminal = score
+    elif ep.done and not catastrophe:
+        terminal = FAILED_CREDIT * completion
+    else:
+        terminal = 0.0
+    graded = {
+        "completion": completion,
+        "drift_detection": detection,
+        "adaptation": adaptation,
+        "efficiency": efficiency,
+        "rubric": rubric,
+        "success": success,
+        "catastrophe": catastrophe,
+        "collateral_damage": damage,
+        "score": score,
+        "terminal_value": terminal,
+    }
+    if ep.done:
+        ep.extra["grade"] = graded
+    return graded
+
+
+def drift_adaptation(ep: Episode, drift: DriftEvent) -> float:
+    """1 when no call on the drifted endpoint failed, or one failed (the call that met the drift)
+    and a later one succeeded; each further failure costs REPEAT_FAILURE_PENALTY (at most half);
+    0 when it never recovered."""
+    failures = ep.extra["failures"].get(drift.index, 0)
+    if not failures:
+        return 1.0
+    if drift.index not in ep.extra["recovered"]:
+        return 0.0
+    return 1.0 - min(0.5, REPEAT_FAILURE_PENALTY * (failures - 1))

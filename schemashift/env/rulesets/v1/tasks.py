@@ -1,0 +1,251 @@
+"""v1 task instances: what (scenario, seed) draws, and the documentation an episode starts with.
+
+`build_task` draws a family's (or a composition's) world from a generator seeded by the scenario
+and seed (`families.py`, `builder.py`), then the drift plan from another (`draw_drifts`), drawing
+again until the world is consistent and an honest agent can finish with steps to spare. Seeds up
+to `TEST_SEEDS[1]` are the test split, the rest train; held-out kinds are drawn only in test.
+"""
+
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+from typing import Any
+
+from schemashift.env.episode import DriftSpec, Task
+from schemashift.env.frozen import freeze
+from schemashift.env.rulesets.base import UnknownScenario
+from schemashift.env.rulesets.v1 import families
+from schemashift.env.rulesets.v1.api import build_view
+from schemashift.env.rulesets.v1.builder import Builder, FamilySpec, Redraw
+from schemashift.env.rulesets.v1.catalogue import (
+    BREAKING_KINDS,
+    CATALOGUE,
+    DRIFT_KINDS,
+    HELD_OUT_KINDS,
+    HELD_OUT_PAIRS,
+    TOOL_WIDE,
+    TOOL_WIDE_KINDS,
+)
+from schemashift.env.rulesets.v1.tools import API_CLASSES, WRITE_ENDPOINTS
+
+TEST_SEEDS = (0, 9999)
+TRAIN_FIRST_SEED = 10000
+TOKENS_PER_STEP = 4000
+#: kinds that exclude any other drift on the same endpoint
+EXCLUSIVE_KINDS = frozenset({"endpoint_deprecation", "tool_removal"})
+#: endpoints a write can reach another way (a cancellation is a delete or a status update), so a
+#: drift on them cannot be the crux: an agent could step around it
+ROUTED_ENDPOINTS = frozenset({("calendar", "delete_event"), ("calendar", "update_event")})
+
+
+def _derived_rng(*parts: Any) -> random.Random:
+    """A generator seeded from text: the same on every machine and Python build (never hash())."""
+    return random.Random("v1/" + "/".join(str(p) for p in parts))
+
+
+def split_of(seed: int) -> str:
+    return "test" if seed <= TEST_SEEDS[1] else "train"
+
+
+@lru_cache(maxsize=4096)
+def build_task(scenario: str, seed: int) -> Task:
+    """The task of (scenario, seed).
+
+    A world whose criteria contradict each other is drawn again (`builder.Redraw`), and so is a
+    drift plan that an honest agent (one that reads what it must) could not finish with two steps
+    to spare (`_honest_steps_bound`), so every seed is solvable from what the agent is shown.
+    """
+    split = split_of(seed)
+    world_rng = _derived_rng(scenario, seed, "world")
+    if scenario in families.FAMILIES:
+        tier, builder, max_steps, _ = families.FAMILIES[scenario]
+        family = scenario
+
+        def draw() -> FamilySpec:
+            return builder(Builder(world_rng, split))
+    elif scenario in families.COMPOSITIONS:
+        tier, parts, max_steps = families.COMPOSITIONS[scenario]
+        family = "composition"
+
+        def draw() -> FamilySpec:
+            return families.composition(Builder(world_rng, split), parts)
+    else:
+        known = list(families.FAMILIES) + list(families.COMPOSITIONS)
+        raise UnknownScenario(f"Unknown scenario {scenario!r} for ruleset 'v1'. Available: {known}")
+    for _ in range(20):
+        try:
+            spec = draw()
+        except Redraw:
+            continue
+        break
+    else:
+        raise RuntimeError(f"no consistent world for {scenario} seed {seed}")
+    drift_rng = _derived_rng(scenario, seed, "drift")
+    calls: dict[str, int] = {}
+    for op in spec.ops:
+        calls[op["tool"]] = calls.get(op["tool"], 0) + 1
+    for _ in range(50):
+        plan = draw_drifts(drift_rng, spec.ops, tier, split)
+        if _honest_steps_bound(plan, calls) <= max_steps - 2:
+            return _task(scenario, seed, tier, family, max_steps, spec, split, plan)
+    raise RuntimeError(f"no solvable drift plan for {scenario} seed {seed}")
+
+
+def _honest_steps_bound(plan: tuple[DriftSpec, ...], calls: dict[str, int]) -> int:
+    """An upper bound on the steps of an honest agent that reads what the task needs: every
+    documented call; one failed call per drift that breaks calls (and per rate limit, a 429 before
+    it is known); an inspection and a report per drift; the completion; and, per rate limit, the
+    steps the calls from the one that fires it on may have to wait: k calls at c per w steps span
+    at most (ceil(k / c) - 1) * w steps more than they take. The oracle (no reads, no failures)
+    needs fewer."""
+    failures = dict.fromkeys(calls, 0)
+    for spec in plan:
+        if spec.kind in _FAILING_KINDS:
+            failures[spec.tool] = failures.get(spec.tool, 0) + 1
+    bound = sum(calls.values()) + sum(failures.values()) + 2 * len(plan) + 1
+    for spec in plan:
+        if spec.kind == "rate_limit_tightening":
+            limit, window = spec.details["calls"], spec.details["per_steps"]
+            limited = calls.get(spec.tool, 0) + failures[spec.tool] - spec.on_call + 1
+            bound += max(0, -(-limited // limit) - 1) * window
+    return bound
+
+
+#: kinds that cost an honest agent a failed call when it meets them (a deprecation announces
+#: itself in headers before its sunset; a restructure or remap breaks no call)
+_FAILING_KINDS = frozenset({*BREAKING_KINDS, "tool_removal", "rate_limit_tightening"})
+
+
+def _task(scenario, seed, tier, family, max_steps, spec, split, plan) -> Task:
+    return Task(
+        scenario=scenario,
+        seed=seed,
+        tier=tier,
+        family=family,
+        max_steps=max_steps,
+        token_budget=TOKENS_PER_STEP * max_steps,
+        tools=spec.tools,
+        seed_data=spec.seed_data,
+        description=spec.description,
+        success_criteria=tuple(dict.fromkeys(c["text"] for c in spec.criteria)),
+        drift_plan=plan,
+        ground_truth={
+            "criteria": spec.criteria,
+            "allowed": spec.allowed,
+            "ops": spec.ops,
+            "summary": spec.summary,
+        },
+        split=split,
+    )
+
+
+def draw_drifts(
+    rng: random.Random, ops: list[dict[str, Any]], tier: str, split: str
+) -> tuple[DriftSpec, ...]:
+    """Which endpoints drift, how, and on which call.
+
+    First the crux: a breaking kind (renamed or retyped parameter the call passes, a new required
+    parameter) on one of the plan's writes that has no other route, firing on that write's own
+    call, so the documented plan fails unless the agent adapts. Then 2-3 more drifts (kinds first,
+    so every kind is common), each on an endpoint or tool the plan uses and firing on one of the
+    plan's calls to it. Held-out kinds and pairs are drawn only in the test split.
+    """
+    signature = tuple((op["tool"], op["endpoint"], tuple(sorted(op["params"]))) for op in ops)
+    cruxes, crux_weights, kinds, kind_weights, options = _drift_options(signature, split)
+    # Every (write, kind, variant) is equally likely to be the crux, and extra kinds are drawn with
+    # weight sqrt(number of their variants): every kind stays common while the schedules spread.
+    tool, endpoint, kind, variants, nth = rng.choices(cruxes, crux_weights)[0]
+    plan = [DriftSpec(tool, kind, None, endpoint, dict(rng.choice(variants)), on_call=nth)]
+    taken: dict[tuple[str, str | None], list[str]] = {(tool, endpoint): [kind]}
+    wanted = rng.choice((3, 3, 4)) if tier == "easy" else rng.choice((3, 3, 4, 4))
+    attempts = 0
+    while len(plan) < wanted and attempts < 50:
+        attempts += 1
+        kind = rng.choices(kinds, kind_weights)[0]
+        targets, weights = options[kind]
+        tool, endpoint, variants, count = rng.choices(targets, weights)[0]
+        already = taken.get((tool, endpoint), [])
+        if not _compatible(kind, already):
+            continue
+        details = dict(rng.choice(variants))
+        if kind == "endpoint_deprecation":
+            details["sunset_after"] = rng.randint(1, 4)
+        taken.setdefault((tool, endpoint), []).append(kind)
+        plan.append(DriftSpec(tool, kind, None, endpoint, details, on_call=rng.randint(1, count)))
+    plan.sort(key=lambda d: (d.tool, d.endpoint or "", d.on_call, _ORDER[d.kind]))
+    return tuple(plan)
+
+
+@lru_cache(maxsize=256)
+def _drift_options(signature: tuple[tuple[str, str, tuple[str, ...]], ...], split: str):
+    """What a plan of this shape can draw: crux candidates and, per kind, the targets of extra
+    drifts with their weights (a plan's shape is its calls and the parameters they pass)."""
+
+    def allowed(tool: str, kind: str) -> bool:
+        return split == "test" or (kind not in HELD_OUT_KINDS and (tool, kind) not in HELD_OUT_PAIRS)
+
+    uses: dict[tuple[str, str | None], int] = {}
+    cruxes = []
+    for tool, endpoint, params in signature:
+        uses[(tool, None)] = uses.get((tool, None), 0) + 1
+        uses[(tool, endpoint)] = nth = uses.get((tool, endpoint), 0) + 1
+        if (tool, endpoint) not in WRITE_ENDPOINTS or (tool, endpoint) in ROUTED_ENDPOINTS:
+            continue
+        for kind in BREAKING_KINDS:
+            if not allowed(tool, kind):
+                continue
+            variants = [
+                v
+                for v in CATALOGUE[(tool, endpoint)].get(kind, ())
+                if kind == "new_required_param" or _param_of(kind, v) in params
+            ]
+            if variants:
+                cruxes.append((tool, endpoint, kind, variants, nth))
+    targets: dict[str, list[tuple[str, str | None, list[dict[str, Any]], int]]] = {}
+    for (tool, endpoint), count in uses.items():
+        if endpoint is None:
+            for kind in sorted(TOOL_WIDE_KINDS):
+                if allowed(tool, kind):
+                    targets.setdefault(kind, []).append((tool, None, TOOL_WIDE[kind], count))
+            continue
+        for kind, variants in CATALOGUE.get((tool, endpoint), {}).items():
+            if allowed(tool, kind):
+                targets.setdefault(kind, []).append((tool, endpoint, variants, count))
+    kinds = sorted(targets)
+    options = {kind: (targets[kind], [len(t[2]) for t in targets[kind]]) for kind in kinds}
+    kind_weights = [sum(options[kind][1]) ** 0.5 for kind in kinds]
+    return cruxes, [len(c[3]) for c in cruxes], kinds, kind_weights, options
+
+
+def _param_of(kind: str, variant: dict[str, Any]) -> str:
+    """The documented parameter a rename or type change acts on."""
+    return variant["from"] if kind == "field_rename" else variant["param"]
+
+
+# Drifts met on the same call apply in this order, so a rename lands before a type change of it.
+_ORDER = {kind: i for i, kind in enumerate(DRIFT_KINDS)}
+
+
+def _compatible(kind: str, already: list[str]) -> bool:
+    if not already:
+        return True
+    if kind in EXCLUSIVE_KINDS or kind in TOOL_WIDE_KINDS:
+        return False
+    return not any(other in EXCLUSIVE_KINDS or other == kind for other in already)
+
+
+@lru_cache(maxsize=16)
+def start_docs(tools: tuple[str, ...]) -> dict[str, Any]:
+    """The documentation every episode of a tool set starts with (shared, read-only)."""
+    return freeze({name: build_view(API_CLASSES[name]({})) for name in tools})
+
+
+FAMILY_BLURBS = {
+    "onboard_new_hire": "welcome e-mail to a new hire found in HR's message, orientation with their manager",
+    "meeting_invite_blast": "one invitation per team member on the inbox roster, none to anyone on leave",
+    "customer_lookup": "find a customer by e-mail, set their CRM status, name their company",
+    "customer_escalation": "CRM status, retention e-mail and a check-in call for an escalated customer",
+    "weekly_report": "e-mail the active contacts of a company and schedule the review meeting",
+    "event_cleanup": "cancel two named events among look-alikes, add a wrap-up, notify the team",
+}
