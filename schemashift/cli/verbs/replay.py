@@ -96,7 +96,7 @@ def _record(args: argparse.Namespace, ruleset: str, scenario: str, seed: int, ac
 def _check_seed(seed, what: str) -> None:
     """Seeds are what the records hold (non-negative int64), whatever the ruleset."""
     from schemashift.cli import CliError
-    from schemashift.cli.options import MAX_SEED
+    from schemashift.rollout.selection import MAX_SEED
 
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
         raise CliError(f"{what}: {seed!r} is not a seed (an integer from 0 to {MAX_SEED})")
