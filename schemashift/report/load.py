@@ -251,12 +251,9 @@ def _nulls(series: pd.Series) -> set[str]:
     return {"null"} if series.isna().any() else set()
 
 
-def drifts_frame(path: str | Path, episodes: pd.DataFrame) -> pd.DataFrame:
-    """The drifts file as a frame with each row's `harness` and `label`: drift rows carry no
-    harness, their episodes do, and a run id is one sweep, played through one harness."""
+def drifts_frame(path: str | Path) -> pd.DataFrame:
+    """The drifts file as a frame with each row's subject `label`."""
     frame = read_table(path, "drifts").to_pandas()
-    harness = dict(zip(episodes["run_id"], episodes["harness"], strict=True))
-    frame["harness"] = [harness.get(run_id) for run_id in frame["run_id"]]
     frame["label"] = _labels(frame)
     return frame
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
-RECORD_SCHEMA_VERSION = 3
+RECORD_SCHEMA_VERSION = 4
 
 #: schema metadata keys (Parquet files carry them in their footer)
 VERSION_KEY = "schemashift.record_version"
@@ -55,6 +55,12 @@ _TRAIN_RUN = (
     "Training run behind the row: of the evaluated checkpoint (its manifest's), or of the metrics row.",
 )
 _RULESET = ("ruleset", "string", "Ruleset name the episode ran under, e.g. legacy.")
+_HARNESS = (
+    "harness",
+    "string",
+    "Prompting/parsing harness that wraps the policy: `default` (JSON actions in text), `tools` "
+    "(native tool calling), `legacy` (the original prompt); null for rule baselines.",
+)
 _POLICY = ("policy", "string", "Policy name, e.g. oracle or a model policy.")
 _CHECKPOINT_STEP = (
     "checkpoint_step",
@@ -85,12 +91,7 @@ EPISODE_COLUMNS = _columns(
     ("base_model", "string", "Base model id of a model policy."),
     ("adapter_sha256", "string", "SHA-256 of the LoRA adapter weights, if any."),
     _CHECKPOINT_STEP,
-    (
-        "harness",
-        "string",
-        "Prompting/parsing harness that wraps the policy: `default` (JSON actions in text), `tools` "
-        "(native tool calling), `legacy` (the original prompt); null for rule baselines.",
-    ),
+    _HARNESS,
     _SCENARIO,
     ("family", "string", "Scenario family."),
     ("tier", "string", "Scenario difficulty tier."),
@@ -140,6 +141,7 @@ DRIFT_COLUMNS = _columns(
     _RULESET,
     _POLICY,
     _CHECKPOINT_STEP,
+    _HARNESS,
     _SCENARIO,
     _SEED,
     _SAMPLE_INDEX,

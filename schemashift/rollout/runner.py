@@ -195,6 +195,7 @@ class EpisodeRecorder:
                 "ruleset",
                 "policy",
                 "checkpoint_step",
+                "harness",
                 "scenario",
                 "seed",
                 "sample_index",

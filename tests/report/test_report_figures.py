@@ -135,7 +135,7 @@ def test_drift_kind_labels_do_not_overlap(aggregated: dict[str, Path]) -> None:
     from schemashift.report.figures import _pyplot, drift_figure
 
     episodes = load.episodes_frame(aggregated["episodes"])
-    drifts = load.drifts_frame(aggregated["drifts"], episodes)
+    drifts = load.drifts_frame(aggregated["drifts"])
     drifts["kind"] = [V1_KINDS[i % len(V1_KINDS)] for i in range(len(drifts))]
     drifts["failed_step"] = 1
     a = Analysis(episodes, None, drifts=drifts, samples=20)

@@ -36,7 +36,7 @@ generation_config:string config_hash:string git_sha:string image:string
 """
 DRIFT_SPEC = """
 record_version:int32 run_id:string train_run:string ruleset:string policy:string checkpoint_step:int64
-scenario:string seed:int64 sample_index:int32 drift_index:int32 kind:string tool:string endpoint:string
+harness:string scenario:string seed:int64 sample_index:int32 drift_index:int32 kind:string tool:string endpoint:string
 planned_step:int32 fired_step:int32 discovered_step:int32 reported_step:int32 failed_step:int32
 recovered_step:int32 steps_to_recover:int32
 """
@@ -68,8 +68,8 @@ ARROW = {
 }
 
 
-def test_schema_version_is_one() -> None:
-    assert RECORD_SCHEMA_VERSION == 3
+def test_schema_version_is_four() -> None:
+    assert RECORD_SCHEMA_VERSION == 4
 
 
 @pytest.mark.parametrize("table", sorted(SPECS))
@@ -94,7 +94,7 @@ def test_schema_functions_build_the_declared_schema_with_version_metadata(table:
     assert schema.names == [c.name for c in columns]
     assert [f.type for f in schema] == [ARROW[c.type] for c in columns]
     assert all(f.nullable for f in schema)
-    assert schema.metadata[b"schemashift.record_version"] == b"3"
+    assert schema.metadata[b"schemashift.record_version"] == b"4"
     assert schema.metadata[b"schemashift.table"] == table.encode()
     assert schema.field(columns[1].name).metadata[b"description"] == columns[1].doc.encode()
 
@@ -163,9 +163,9 @@ def test_integers_are_accepted_as_floats_and_nan_is_kept() -> None:
 
 
 def test_a_record_version_other_than_the_current_one_is_rejected() -> None:
-    assert to_table([{"record_version": 3}], EPISODE_COLUMNS).column("record_version").to_pylist() == [3]
-    with pytest.raises(ValueError, match="record_version 2 differs from 3"):
-        to_table([{"record_version": 2}], EPISODE_COLUMNS)
+    assert to_table([{"record_version": 4}], EPISODE_COLUMNS).column("record_version").to_pylist() == [4]
+    with pytest.raises(ValueError, match="record_version 3 differs from 4"):
+        to_table([{"record_version": 3}], EPISODE_COLUMNS)
 
 
 def test_a_row_that_is_not_a_mapping_is_rejected() -> None:
@@ -223,7 +223,7 @@ _ROWS = st.fixed_dictionaries(
 def test_valid_rows_round_trip_through_arrow(rows: list[dict[str, object]]) -> None:
     table = to_table(rows, TRAINING_METRICS_COLUMNS)
     expected = [
-        {"record_version": 3, **{c.name: row.get(c.name) for c in TRAINING_METRICS_COLUMNS[1:]}}
+        {"record_version": 4, **{c.name: row.get(c.name) for c in TRAINING_METRICS_COLUMNS[1:]}}
         for row in rows
     ]
     assert table.to_pylist() == expected

@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
             episodes,
             manifest,
             load.read_config(args.config),
-            load.drifts_frame(args.drifts, episodes) if args.drifts else None,
+            load.drifts_frame(args.drifts) if args.drifts else None,
             load.training_frame(args.training_metrics) if args.training_metrics else None,
             load.read_examples(args.examples),
             args.bootstrap_samples,
