@@ -29,7 +29,3 @@ rule all:
     input:
         PLAN.default_targets(),
         PLAN.evaluation_targets(),
-
-
-# Last, once every rule exists: the rules that declare an image run their jobs in it (images.smk).
-run_jobs_in_images()

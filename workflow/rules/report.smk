@@ -4,7 +4,6 @@ from schemashift.report.figures import stems
 
 # Every figure `schemashift report figures` writes (the same set whatever the data).
 FIGURES = stems(config["rulesets"])
-
 # The inputs every report part reads.
 REPORT_INPUTS = dict(
     episodes=rules.aggregate.output.episodes,
@@ -24,6 +23,7 @@ REPORT_ARGS = (
 rule tables:
     input:
         **REPORT_INPUTS,
+        **image_input("runtime"),
     output:
         summary=report(f"{RESULTS}/summary.md", category="Tables"),
         index=f"{RESULTS}/tables/tables.json",
@@ -38,6 +38,8 @@ rule tables:
         "../../envs/runtime.yaml"
     container:
         image("runtime")
+    resources:
+        **image_resources("runtime"),
     params:
         code=CODE["tables"],
         out=lambda w, output: Path(output.index).parent,
@@ -51,6 +53,7 @@ rule tables:
 rule figures:
     input:
         **REPORT_INPUTS,
+        **image_input("runtime"),
     output:
         png=[
             report(f"{RESULTS}/figures/{stem}.png", category="Figures")
@@ -64,6 +67,8 @@ rule figures:
         "../../envs/runtime.yaml"
     container:
         image("runtime")
+    resources:
+        **image_resources("runtime"),
     params:
         code=CODE["figures"],
         out=lambda w, output: Path(output.captions).parent,
@@ -76,6 +81,7 @@ rule figures:
 rule report_html:
     input:
         **REPORT_INPUTS,
+        **image_input("runtime"),
         tables=rules.tables.output.index,
         figures=rules.figures.output.png,
         captions=rules.figures.output.captions,
@@ -87,6 +93,8 @@ rule report_html:
         "../../envs/runtime.yaml"
     container:
         image("runtime")
+    resources:
+        **image_resources("runtime"),
     params:
         code=CODE["html"],
         tables=lambda w, input: Path(input.tables).parent,
@@ -104,6 +112,7 @@ rule report_html:
 rule trackio:
     input:
         **REPORT_INPUTS,
+        **image_input("runtime"),
         figures=rules.figures.output.png,
         captions=rules.figures.output.captions,
     output:
@@ -114,6 +123,8 @@ rule trackio:
         "../../envs/runtime.yaml"
     container:
         image("runtime")
+    resources:
+        **image_resources("runtime"),
     params:
         code=CODE["trackio"],
         figures=lambda w, input: Path(input.captions).parent,
