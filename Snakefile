@@ -5,6 +5,10 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
+# What `snakemake --report` says about the workflow; each reported output has its own caption.
+report: "workflow/report/workflow.rst"
+
+
 # A --configfile given on the command line is the whole configuration (the schema's defaults fill
 # in what it leaves out), so a test or study config never inherits the default's runs and models;
 # without one, config.yaml is. --config KEY=VALUE overrides either.
@@ -29,7 +33,3 @@ rule all:
     input:
         PLAN.default_targets(),
         PLAN.evaluation_targets(),
-
-
-# Last, once every rule exists: the rules that declare an image run their jobs in it (images.smk).
-run_jobs_in_images()

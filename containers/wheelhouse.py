@@ -11,6 +11,8 @@ here, the way scripts/bootstrap.sh installs the host's environment:
   schedules the jobs, it never runs inside one);
 - `train-vllm` and `train-unsloth` (train.Dockerfile, the GPU jobs): torch's CUDA build first,
   pinned, then the package's own dependencies and the stack's extra under the same constraint.
+The stacks (which extra, which torch, which image) come from the one table of them,
+schemashift/workflow/stacks.py.
   The CUDA libraries come as torch's nvidia-* wheels, so the image needs no CUDA base.
 
 All add openenv without its declared dependencies (they include gradio, which nothing here
@@ -33,22 +35,25 @@ import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from schemashift.workflow.stacks import STACKS, TORCH_VERSION  # noqa: E402
+
 WHEELS = REPO / "containers" / "wheels"
 #: installed with --no-deps: its declared dependencies include gradio, which the images never use
 OPENENV = "openenv==0.10.0"
 #: installed before everything else and held by a constraint, as scripts/bootstrap.sh does: the
 #: CPU build in the runtime image (an unpinned request could pull the multi-GB CUDA build where
 #: the CPU one fits), the index's CUDA build in the train images
-TORCH = "torch==2.13.0"
-#: extras of pyproject.toml each image installs (with the package's own dependencies)
+TORCH = f"torch=={TORCH_VERSION}"
+#: extras of pyproject.toml each image installs (with the package's own dependencies): the runtime
+#: image holds the cpu stack beside the workflow and the server, a GPU image one GPU stack
 EXTRAS = {
     "server": ("server",),
-    "runtime": ("workflow", "train", "server"),
-    "train-vllm": ("vllm",),
-    "train-unsloth": ("unsloth",),
+    "runtime": ("workflow", STACKS["cpu"].extra, "server"),
+    **{stack.wheelhouse: (stack.extra,) for stack in STACKS.values() if stack.gpu},
 }
 #: the GPU images: torch's CUDA build, several GB of wheels, filled only when asked for by name
-GPU_IMAGES = ("train-vllm", "train-unsloth")
+GPU_IMAGES = tuple(stack.wheelhouse for stack in STACKS.values() if stack.gpu)
 #: what runs on the host and never inside a job: Snakemake, its plugins and its formatter
 HOST_ONLY = ("snakemake", "snakefmt", "snakemake-executor-plugin-slurm")
 #: an image's requirement files, in the order its Dockerfile installs them, and the constraint

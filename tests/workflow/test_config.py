@@ -126,6 +126,30 @@ BAD_CONFIGS = {
         r"'lxc' is not one of \['auto', 'docker', 'podman', 'none'\]",
         True,
     ),
+    "the GPU image under its old name": (
+        _set("containers.model_image", "train"),
+        r"containers.model_image: train is now `gpu`",
+        True,
+    ),
+    "a run's backend of another stack": (
+        _set(
+            "train",
+            {
+                "enabled": True,
+                "defaults": {},
+                "runs": {
+                    "r": {
+                        "base_model": "Qwen/Qwen2.5-0.5B-Instruct",
+                        "ruleset": "legacy",
+                        "reward": "legacy_cumulative",
+                        "overrides": {"backend": "vllm"},
+                    }
+                },
+            },
+        ),
+        r"train.runs.r: backend 'vllm' needs the vllm stack, but the model jobs run the cpu stack",
+        False,
+    ),
     "zero samples": (_set("samples", 0), r"0 is less than the minimum of 1", True),
     "unknown ruleset": (_set("rulesets", ["nope"]), r"unknown ruleset 'nope'", False),
     "unknown scenario": (
@@ -280,34 +304,27 @@ def test_workflow_extra_pins_the_workflow_tools():
         assert name in pins, f"the workflow extra lacks {name}"
 
 
-def rule_conda_env(rule: str) -> Path:
-    """The conda env file a rule names."""
-    for smk in (REPO / "workflow" / "rules").glob("*.smk"):
-        match = re.search(
-            rf"^rule {rule}:\n(?:(?!^rule ).*\n)*?\s+conda:\s*\n\s+\"([^\"]+)\"", smk.read_text(), re.M
-        )
-        if match:
-            return (smk.parent / match[1]).resolve()
-    raise AssertionError(f"rule {rule} names no conda env")
-
-
 @pytest.mark.timeout(120)
-def test_the_evaluate_rule_env_provides_what_its_job_imports():
-    """Every non-stdlib module `schemashift eval` can import (an hf: policy: torch, transformers,
-    peft, ...; found by the code digests' import analysis) comes from a distribution the evaluate
-    rule's env lists, at the version installed here where it pins one, and imports here."""
+@pytest.mark.parametrize("job", ["eval", "train", "tiny_model"])
+def test_the_cpu_stack_env_provides_what_the_model_jobs_import(job):
+    """Every non-stdlib module a model job (`schemashift eval` with an hf: policy, `train`,
+    `tiny-model`) can import comes from a distribution the cpu stack's env lists (the conda env of
+    the evaluate, train and tiny_model rules where containers.model_image is runtime), at the
+    version installed here where it pins one, and imports here; the GPU stacks' own modules
+    (unsloth, vllm) excepted."""
     import importlib
     import importlib.metadata
     import sys
 
     from schemashift.workflow.digests import ImportGraph, closure, jobs
+    from schemashift.workflow.stacks import STACKS
 
-    path = rule_conda_env("evaluate")
-    assert path == REPO / "envs" / "model.yaml"
+    path = REPO / STACKS["cpu"].conda_env
     pins = conda_pins(path)
     graph = ImportGraph(REPO)
-    imported = graph.third_party(closure(graph, jobs()["eval"])) - set(sys.stdlib_module_names)
-    assert {"torch", "transformers", "peft", "pyarrow"} <= imported
+    gpu_only = {name for name, stack in STACKS.items() if stack.gpu}
+    imported = graph.third_party(closure(graph, jobs()[job])) - set(sys.stdlib_module_names) - gpu_only
+    assert {"torch", "transformers", "peft"} <= imported
     providers = importlib.metadata.packages_distributions()
     for module in sorted(imported):
         distributions = {name.lower().replace("_", "-") for name in providers.get(module, [])}

@@ -64,6 +64,11 @@ def test_the_gpu_config_builds_the_train_image_on_the_local_base(repo_copy):
     assert order.index("base_image") < order.index("train_image") < order.index("train")
     train_image = next(block for block in output.split("\n\n") if "rule train_image:" in block)
     assert re.search(r"input: .*containers/base\.image\.json", train_image), train_image
+    # each model job runs through the GPU image's job shell and waits for it; the CPU jobs the runtime's
+    for rule, image in (("train", "train"), ("evaluate", "train"), ("baseline", "runtime")):
+        block = next(block for block in output.split("\n\n") if f"rule {rule}:" in block)
+        assert re.search(rf"input: .*containers/{image}\.job-shell", block), block
+        assert re.search(rf"shell_exec=\S*/containers/{image}\.job-shell", block), block
 
 
 def _small_default(copy: Path) -> str:

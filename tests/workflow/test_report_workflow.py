@@ -117,3 +117,20 @@ def test_the_manifest_expects_the_checkpoint_evaluations(fixture_run: Path) -> N
 def test_a_finished_report_has_nothing_to_do(fixture_run: Path) -> None:
     proc = snakemake(fixture_run, *REPORT_RULES, "--dry-run", configfile="fixture.yaml")
     assert job_counts(proc.stdout) == {}
+
+
+@pytest.mark.timeout(900)
+def test_snakemakes_report_explains_each_output(fixture_run: Path) -> None:
+    """`snakemake --report` on the finished results: the workflow's description and a caption
+    (workflow/report/) for the tables, every figure and the HTML report."""
+    snakemake(fixture_run, "--report", "snakemake-report.html", *REPORT_RULES, configfile="fixture.yaml")
+    html = (fixture_run / "snakemake-report.html").read_text(encoding="utf-8")
+    assert "measures how tool-using LLM agents cope with" in html
+    for caption, phrase in {
+        "summary.rst": "Every table of the report as Markdown",
+        "report_html.rst": "one self-contained HTML file",
+        "figures/coverage.rst": "evaluation cells per subject and scenario",
+        "figures/score.rst": "Overview of one ruleset",
+    }.items():
+        assert phrase in (REPO / "workflow" / "report" / caption).read_text(encoding="utf-8")
+        assert phrase in html, caption

@@ -51,6 +51,7 @@ rule report_config:
 
 rule aggregate:
     input:
+        **image_input("runtime"),
         cells=lambda w: PLAN.baseline_files(),
         # model evaluations and training runs, whichever exist (their rules live elsewhere)
         evaluations=lambda w: PLAN.evaluation_inputs(),
@@ -68,6 +69,8 @@ rule aggregate:
         "../../envs/runtime.yaml"
     container:
         image("runtime")
+    resources:
+        **image_resources("runtime"),
     params:
         code=CODE["aggregate"],
         config_hash=CONFIG_HASH,

@@ -13,6 +13,8 @@ wildcard_constraints:
 
 
 rule baseline:
+    input:
+        **image_input("runtime"),
     output:
         episodes=f"{RESULTS}/cells/{{ruleset}}/{{policy}}/{{scenario}}/seeds-{{first}}-{{last}}/episodes.parquet",
         drifts=f"{RESULTS}/cells/{{ruleset}}/{{policy}}/{{scenario}}/seeds-{{first}}-{{last}}/drifts.parquet",
@@ -23,6 +25,8 @@ rule baseline:
         "../../envs/runtime.yaml"
     container:
         image("runtime")
+    resources:
+        **image_resources("runtime"),
     params:
         # the policy's own code: editing one policy reruns only its shards
         code=lambda w: CODE[f"cells/{w.policy}"],

@@ -6,16 +6,20 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
+REPO = Path(workflow.basedir)
+sys.path.insert(0, str(REPO))
+from schemashift.workflow import stacks  # noqa: E402
+
+# an old spelling is named as such, not only refused by the schema
+stacks.check_renamed(config)
 validate(config, schema="../schemas/config.schema.yaml")
 
-REPO = Path(workflow.basedir)
 # Jobs run the code of this checkout, whatever copy of the package is installed elsewhere: they
 # inherit this PYTHONPATH (a cluster job re-reads this file and sets it again).
 if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != str(REPO):
     os.environ["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(REPO), os.environ.get("PYTHONPATH")])
     )
-sys.path.insert(0, str(REPO))
 
 
 envvars:
@@ -28,6 +32,14 @@ from schemashift.workflow import digests  # noqa: E402
 
 PLAN = Plan(config)
 RESULTS = PLAN.results
+# The stack of the rules that load models (training, evaluation, the tiny model): their conda env
+# and image (images.smk); a run whose backend names another GPU stack is refused here.
+MODEL_STACK = stacks.model_stack(config["containers"])
+if PLAN.train_enabled():
+    stacks.check_backends(
+        MODEL_STACK,
+        {run: PLAN.train_run(run).settings["backend"] for run in PLAN.train_runs()},
+    )
 # Stamped on the aggregated tables and the manifest. Cells stamp a digest of their own
 # arguments instead, so that adding a seed does not rerun the cells that exist.
 CONFIG_HASH = config_hash(config)

@@ -49,8 +49,8 @@ rule runtime_image:
         "--base-image {params.base} --out {output.record} --job-shell {output.shell} > {log} 2>&1"
 
 
-# The GPU stack (containers/train.Dockerfile) on the same base, from the stack's wheelhouse; only
-# where containers.model_image is train.
+# The GPU image (containers/train.Dockerfile): containers.train_stack's stack on the same base, from
+# its wheelhouse (schemashift/workflow/stacks.py); only where containers.model_image is gpu.
 rule train_image:
     input:
         dockerfile=f"{REPO}/containers/train.Dockerfile",
@@ -69,7 +69,7 @@ rule train_image:
         engine=JOB_ENGINE or PLAN.image_engine(),
         # the debootstrap base's record (an input), or an image name
         base=lambda w, input: input.base[0] if input.base else BASE,
-        image=f"train-{CONTAINERS['train_stack']}",
+        image=GPU_STACK.wheelhouse,
         script=BUILD_IMAGE,
     shell:
         "python {params.script} --engine {params.engine} --image {params.image} --dockerfile {input.dockerfile} "

@@ -24,6 +24,8 @@ localrules:
 
 
 rule evaluate_api:
+    input:
+        **image_input("runtime"),
     output:
         episodes=f"{RESULTS}/eval/api/{{model}}/{{ruleset}}/episodes.parquet",
         drifts=f"{RESULTS}/eval/api/{{model}}/{{ruleset}}/drifts.parquet",
@@ -36,6 +38,8 @@ rule evaluate_api:
         "../../envs/runtime.yaml"
     container:
         image("runtime")
+    resources:
+        **image_resources("runtime"),
     params:
         code=CODE["eval"],
         policy=lambda w: PLAN.subject(f"api/{w.model}").policy,
@@ -57,6 +61,7 @@ rule evaluate_api:
 # into --gpus=1 and adds the cluster's CPUs, memory and wall time.
 rule evaluate:
     input:
+        **image_input("model"),
         waits_on=lambda w: PLAN.subject(w.subject).waits_on,
     output:
         episodes=f"{RESULTS}/eval/{{subject}}/{{ruleset}}/episodes.parquet",
@@ -67,10 +72,11 @@ rule evaluate:
     wildcard_constraints:
         subject="(base/[A-Za-z0-9._-]+|(?!api/)[A-Za-z0-9][A-Za-z0-9._-]*/step-[0-9]+)(\\+[a-z]+)?",
     conda:
-        "../../envs/model.yaml"
+        conda_env("model")
     container:
         image("model")
     resources:
+        **image_resources("model"),
         gpu=1,
     params:
         code=CODE["eval"],

@@ -1,18 +1,33 @@
-"""The project's images, built by the DAG, and the image every job that runs project code runs in.
+"""The project's images, built by the DAG, and the image and stack every job that runs project code runs in.
 
-Each rule names its image in one line, `container` set to `image("runtime")` (the CPU jobs) or
-`image("model")` (the rules that load models: the runtime image, or the GPU training
-image where `containers.model_image` is train). Then:
-- under podman or docker (`containers.engine`, schemashift/workflow/containers.py),
-  `run_jobs_in_images()` (the Snakefile's last line) gives each such rule the image's job shell
-  as Snakemake's `shell_exec` resource (workflow/scripts/job_shell.py) and the image's record as
-  an input named `image` (ancient: rebuilding the same image reruns nothing), so the image is
-  built before its first job;
+Each rule that runs project code says where its jobs run with the helpers below, called in the
+rule's own definition, each with the rule's role, `"runtime"` (the CPU jobs) or `"model"` (the
+rules that load models: the model stack of schemashift/workflow/stacks.py, chosen by
+`containers.model_image` and `containers.train_stack`):
+
+    input:
+        ...,
+        **image_input("model"),
+    conda:
+        conda_env("model")
+    container:
+        image("model")
+    resources:
+        ...,
+        **image_resources("model"),
+
+Then:
+- under podman or docker (`containers.engine`, schemashift/workflow/containers.py), the rule's
+  jobs get the image's job shell as the `shell_exec` resource (Snakemake's documented per-rule
+  shell, workflow/scripts/job_shell.py) and the image's job shell file as an input named `image`
+  (ancient: rebuilding the same image reruns nothing), so the image is built before its first job;
+  elsewhere both helpers give nothing;
 - under `--sdm apptainer` (clusters), Snakemake runs the `container:` image itself: the SIF file
   of `containers.apptainer_image` or `containers.train_image`, given what the job shell gives a
   podman job (apptainer passes the host's environment in): the checkout bound at its own path
   (APPTAINER_BIND; apptainer binds the working directory itself) for PYTHONPATH (common.smk),
   and the checkout's commit for the records (the image has no git);
+- under `--sdm conda`, the `conda:` env: envs/runtime.yaml, or the model stack's env file;
 - otherwise the jobs run on the host.
 Image-building rules and `run:` rules stay on the host. Rules refer to their inputs by name.
 """
@@ -23,6 +38,7 @@ from snakemake.settings.types import DeploymentMethod
 
 from schemashift.provenance import GIT_SHA_ENV, git_sha
 from schemashift.workflow.containers import DEBOOTSTRAP
+from schemashift.workflow.stacks import gpu_stack
 
 CONTAINERS = config["containers"]
 IMAGES = f"{RESULTS}/containers"
@@ -53,6 +69,9 @@ APPTAINER_FILES = {
     "runtime": CONTAINERS["apptainer_image"],
     "train": CONTAINERS["train_image"],
 }
+# The stack the GPU image holds (stacks.py; MODEL_STACK, common.smk: the model rules' stack).
+GPU_STACK = gpu_stack(CONTAINERS)
+ROLES = ("runtime", "model")
 
 
 class DeclaredImage(str):
@@ -65,11 +84,17 @@ class DeclaredImage(str):
         return declared
 
 
+def _image_name(role: str) -> str:
+    if role not in ROLES:
+        raise ValueError(
+            f"{role!r}: a rule's jobs run in the runtime or the model image"
+        )
+    return MODEL_STACK.image if role == "model" else "runtime"
+
+
 def image(role: str):
     """The `container:` value of a rule whose jobs run in the `runtime` or the `model` image."""
-    if role not in ("runtime", "model"):
-        raise ValueError(f"image({role!r}): a rule's image is runtime or model")
-    name = CONTAINERS["model_image"] if role == "model" else role
+    name = _image_name(role)
     # Without a SIF file apptainer has nothing to run: the rule runs as it would on the host.
     if UNDER_APPTAINER and not APPTAINER_FILES[name]:
         return None
@@ -80,17 +105,25 @@ def job_shell(name: str) -> str:
     return f"{IMAGES}/{name}.job-shell"
 
 
-def run_jobs_in_images() -> None:
-    """Every rule that declares an image runs its jobs in it under the job engine (see above)."""
+def image_input(role: str) -> dict:
+    """The `input:` entry of a rule whose jobs run in an image under the job engine: its job shell,
+    `ancient` (made with the image's record: rebuilding the same image reruns nothing).
+    """
     if JOB_ENGINE is None:
-        return
-    for declared in workflow.rules:
-        name = getattr(declared.container_img, "image", None)
-        if name is None:
-            continue
-        # Snakemake applies a rule's path modifier while it adds inputs; one without inputs has none.
-        if declared.input_modifier is None:
-            declared.input_modifier = workflow.modifier.path_modifier
-        declared.set_input(image=ancient(job_shell(name)))
-        if "shell_exec" not in declared.resources:
-            declared.resources["shell_exec"] = os.path.abspath(job_shell(name))
+        return {}
+    return {"image": ancient(job_shell(_image_name(role)))}
+
+
+def image_resources(role: str) -> dict:
+    """The `resources:` entry of such a rule: Snakemake runs its shell command through the image's
+    job shell (the `shell_exec` resource, Snakemake's per-rule shell executable)."""
+    if JOB_ENGINE is None:
+        return {}
+    return {"shell_exec": os.path.abspath(job_shell(_image_name(role)))}
+
+
+def conda_env(role: str) -> str:
+    """The `conda:` env file (absolute) of a rule's role: the model stack's, or the runtime's."""
+    return str(
+        REPO / (MODEL_STACK.conda_env if role == "model" else "envs/runtime.yaml")
+    )

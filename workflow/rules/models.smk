@@ -7,6 +7,8 @@ network and no GPU; the folder appears complete or not at all.
 
 
 rule tiny_model:
+    input:
+        **image_input("model"),
     output:
         directory(f"{RESULTS}/models/{{model}}"),
     log:
@@ -17,10 +19,12 @@ rule tiny_model:
     # behind the baseline shards (which then fill the other cores).
     priority: 10
     conda:
-        "../../envs/model.yaml"
+        conda_env("model")
     container:
         image("model")
     threads: 1
+    resources:
+        **image_resources("model"),
     params:
         code=CODE["tiny_model"],
     shell:

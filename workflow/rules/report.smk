@@ -1,9 +1,23 @@
 """Tables, figures and the self-contained HTML report; each part reruns only when its code changes."""
 
-from schemashift.report.figures import stems
+from schemashift.report.figures import METRICS, stems
 
 # Every figure `schemashift report figures` writes (the same set whatever the data).
 FIGURES = stems(config["rulesets"])
+# Captions of `snakemake --report` (workflow/report/; the workflow's description is
+# workflow/report/workflow.rst, named in the Snakefile): what each output shows, how it was
+# computed and how to read it.
+CAPTIONS = "../report"
+
+
+def figure_caption(stem: str) -> str:
+    """A figure's caption: one per figure, the per-ruleset overviews one per metric."""
+    for ruleset in config["rulesets"]:
+        metric = stem.removeprefix(f"{ruleset}_")
+        if metric != stem and metric in METRICS:
+            return f"{CAPTIONS}/figures/{metric}.rst"
+    return f"{CAPTIONS}/figures/{stem}.rst"
+
 
 # The inputs every report part reads.
 REPORT_INPUTS = dict(
@@ -24,8 +38,13 @@ REPORT_ARGS = (
 rule tables:
     input:
         **REPORT_INPUTS,
+        **image_input("runtime"),
     output:
-        summary=report(f"{RESULTS}/summary.md", category="Tables"),
+        summary=report(
+            f"{RESULTS}/summary.md",
+            caption=f"{CAPTIONS}/summary.rst",
+            category="Tables",
+        ),
         index=f"{RESULTS}/tables/tables.json",
         csv=[
             f"{RESULTS}/tables/{ruleset}_{metric}.csv"
@@ -38,6 +57,8 @@ rule tables:
         "../../envs/runtime.yaml"
     container:
         image("runtime")
+    resources:
+        **image_resources("runtime"),
     params:
         code=CODE["tables"],
         out=lambda w, output: Path(output.index).parent,
@@ -51,9 +72,15 @@ rule tables:
 rule figures:
     input:
         **REPORT_INPUTS,
+        **image_input("runtime"),
     output:
         png=[
-            report(f"{RESULTS}/figures/{stem}.png", category="Figures")
+            report(
+                f"{RESULTS}/figures/{stem}.png",
+                caption=figure_caption(stem),
+                category="Figures",
+                labels={"figure": stem},
+            )
             for stem in FIGURES
         ],
         pdf=[f"{RESULTS}/figures/{stem}.pdf" for stem in FIGURES],
@@ -64,6 +91,8 @@ rule figures:
         "../../envs/runtime.yaml"
     container:
         image("runtime")
+    resources:
+        **image_resources("runtime"),
     params:
         code=CODE["figures"],
         out=lambda w, output: Path(output.captions).parent,
@@ -76,17 +105,24 @@ rule figures:
 rule report_html:
     input:
         **REPORT_INPUTS,
+        **image_input("runtime"),
         tables=rules.tables.output.index,
         figures=rules.figures.output.png,
         captions=rules.figures.output.captions,
     output:
-        report(f"{RESULTS}/report.html", category="Report"),
+        report(
+            f"{RESULTS}/report.html",
+            caption=f"{CAPTIONS}/report_html.rst",
+            category="Report",
+        ),
     log:
         f"{RESULTS}/logs/report_html.log",
     conda:
         "../../envs/runtime.yaml"
     container:
         image("runtime")
+    resources:
+        **image_resources("runtime"),
     params:
         code=CODE["html"],
         tables=lambda w, input: Path(input.tables).parent,
@@ -104,6 +140,7 @@ rule report_html:
 rule trackio:
     input:
         **REPORT_INPUTS,
+        **image_input("runtime"),
         figures=rules.figures.output.png,
         captions=rules.figures.output.captions,
     output:
@@ -114,6 +151,8 @@ rule trackio:
         "../../envs/runtime.yaml"
     container:
         image("runtime")
+    resources:
+        **image_resources("runtime"),
     params:
         code=CODE["trackio"],
         figures=lambda w, input: Path(input.captions).parent,

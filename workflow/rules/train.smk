@@ -27,6 +27,7 @@ rule train_config:
 
 rule train:
     input:
+        **image_input("model"),
         config=f"{RESULTS}/train/{{run}}/run-config.json",
         base_model=lambda w: PLAN.run_inputs(w.run),
     output:
@@ -35,7 +36,7 @@ rule train:
     log:
         f"{RESULTS}/logs/train/{{run}}.log",
     conda:
-        "../../envs/train-vllm.yaml"
+        conda_env("model")
     container:
         image("model")
     # One thread (OMP_NUM_THREADS=1, as torchrun gives each process): a GPU job's work is on the
@@ -43,6 +44,7 @@ rule train:
     # more threads than a 2-core machine has, each run held every core while it trained.
     threads: 1
     resources:
+        **image_resources("model"),
         gpu=1,
     params:
         code=CODE["train"],
