@@ -10,8 +10,9 @@ A checkpoint's identity is written once, by the trainer, and read by everyone af
 - `evaluated_identity` is what an evaluation row says it measured (training run, step), read
   from the manifest of the adapter it loads, and `checkpoint_budget` the prompt and turn budgets
   it plays with (`prompt_budget` of the run's settings, the ones its rollout used);
-- `go_no_go` is the seed document's step-20 decision on a run's metric lineage, applied by the
-  trainer when it writes `go_no_go.json` and by the report when it recomputes it.
+- `go_no_go` is the step-20 decision of the original training log (docs/original-training-log.md)
+  on a run's metric lineage, applied by the trainer when it writes `go_no_go.json` and by the
+  report when it recomputes it.
 """
 
 from __future__ import annotations
@@ -168,7 +169,8 @@ def read_run_index(run_dir: str | Path) -> dict[str, Any] | None:
 
 
 def go_no_go(rows: Iterable[Mapping[str, Any]], at_step: int = GO_NO_GO_STEP) -> dict[str, Any] | None:
-    """The seed document's step-`at_step` decision, from the live rows up to `at_step`.
+    """The original training log's step-`at_step` decision (docs/original-training-log.md), from the
+    live rows up to `at_step`.
 
     PROCEED needs all three: the mean reward trends up (least-squares slope over the logged
     steps), at least one step's maximum reward above 0, and rewards not stuck at one value.

@@ -47,7 +47,8 @@ OVERALL = "overall"
 TIER_PREFIX = "tier:"
 #: headline metrics: episode column -> name
 METRICS = {"score": "mean score", "success": "success rate"}
-#: the seed document's names for the legacy ruleset's headline columns
+#: the original training log's names for the legacy ruleset's headline columns
+#: (docs/original-training-log.md)
 SEED_METRICS = {"legacy": ("shaped_total", "binary")}
 #: per-episode cost columns -> their names in tables and figures
 EFFICIENCY_COLUMNS = {

@@ -1,7 +1,7 @@
 """`schemashift report trackio`: the benchmark as a local Trackio project, built from results/.
 
 One Trackio run per training run (run id = run name, grouped by `<ruleset>/<reward>`), with the
-metric groups of the seed document's dashboard:
+metric groups of the reference dashboard (docs/report.md, "Trackio dashboard"):
 
 - `eval_observed/...`: every graded result at the checkpoint's step, provisional ones included
   (flagged in `eval_coverage/provisional`), missing cases left out, never counted as failures;
@@ -87,7 +87,7 @@ def _slug(text: str) -> str:
 
 def observed_stats(a: Analysis, ruleset: str, subject: str, metric: str) -> dict[str, Any]:
     """`metric` per aggregate column over the scenarios the subject has graded episodes on: the
-    seed document's observed value (missing cases left out, not counted as failures; the
+    reference dashboard's observed value (missing cases left out, not counted as failures; the
     coverage group says how much is missing)."""
     rows = a.rows(ruleset, subject)
     graded = set(rows["scenario"])

@@ -1,6 +1,7 @@
 """Published reference numbers the benchmark compares against without rerunning them.
 
-The seed document TRAINING_LOG (section 1, "Baseline - gpt-oss:120b") publishes a per-seed table
+The original training log (docs/original-training-log.md; its section 1, "Baseline - gpt-oss:120b")
+publishes a per-seed table
 of gpt-oss:120b on the original SchemaShift: 3 seeds x 6 scenarios, evaluated through Ollama Cloud
 on 2026-04-22. Its rows are the legacy ruleset's columns; the report shows them marked
 "published, not rerun", with intervals computed from these rows like any other.

@@ -1,10 +1,11 @@
 """The training-run contract: `train.defaults` and `train.runs.<name>` of config.yaml resolved
 into one setting set, a run's repeats, and the scenarios it trains on.
 
-Every knob a run may change is declared here with its default (the seed document's Run 1
-settings), so that a misspelt override is an error instead of a silently ignored key, and the
-trainer, the workflow and the report all read the same resolved values. It sits below all three
-(the report and the workflow read runs without importing the training stack).
+Every knob a run may change is declared here with its default (Run 1's settings in the original
+training log, docs/original-training-log.md), so that a misspelt override is an error instead of
+a silently ignored key, and the trainer, the workflow and the report all read the same resolved
+values. It sits below all three (the report and the workflow read runs without importing the
+training stack).
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ RUN_KEYS = (
 #: ... (`repeat_name`), so that the report can tell training variance from evaluation variance.
 REPEAT_MARK = ".rep"
 
-#: Setting -> default. LoRA and GRPO values follow the TRAINING_LOG's Run 1 (with its adopted
-#: DAPO loss, cosine schedule, warmup 2, beta 0.01, grad-norm clip 1.0).
+#: Setting -> default. LoRA and GRPO values follow Run 1 of the original training log
+#: (docs/original-training-log.md), with its adopted DAPO loss, cosine schedule, warmup 2, beta
+#: 0.01 and grad-norm clip 1.0.
 DEFAULTS: dict[str, Any] = {
     "lora_r": 16,
     "lora_alpha": 32,
@@ -92,7 +94,8 @@ DEFAULTS: dict[str, Any] = {
     # Explicit training seeds (each must lie in the run's split); null: drawn from the split.
     "seeds": None,
     "dataset_size": 512,
-    # The seed document's go/no-go check happens at this step.
+    # The go/no-go check of the original training log (docs/original-training-log.md) happens at
+    # this step.
     "go_no_go_step": 20,
     "push_to_hub": False,
     "hub_model_id": None,

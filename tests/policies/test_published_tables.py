@@ -1,7 +1,8 @@
 """Play the baseline heuristics through Environment("legacy") and reproduce the published tables.
 
-Reference: tests/data/legacy_reference.json, sections `tables` (spec 14.2, TRAINING_LOG Eval 6 and
-Eval 7), `aggregates`, `traces` (spec 14.3) and `oracle` (spec summary point 10).
+Reference: tests/data/legacy_reference.json, sections `tables` (spec 14.2, Eval 6 and Eval 7 of the
+original training log, docs/original-training-log.md), `aggregates`, `traces` (spec 14.3) and
+`oracle` (spec summary point 10).
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def test_published_cell(baseline, scenario, seed):
 
 @pytest.mark.parametrize(("baseline", "scenario"), [(b, s) for b in BASELINES for s in SCENARIOS])
 def test_training_log_rows_as_printed(baseline, scenario):
-    """TRAINING_LOG Eval 6/7 print each cell with 3 decimals (binary as an integer)."""
+    """Evals 6 and 7 of the original training log (docs/original-training-log.md) print each cell
+    with 3 decimals (binary as an integer)."""
     printed = ROWS[baseline][scenario]["training_log"]
     for seed in SEEDS:
         final = play(baseline, scenario, seed)["final"]

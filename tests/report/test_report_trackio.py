@@ -117,8 +117,8 @@ def test_rerunning_replaces_never_appends(results: Path, tmp_path: Path) -> None
 
 
 def per_cell_mean(frame: pd.DataFrame, metric: str) -> float:
-    """The seed's observed value: scenarios with graded episodes, each the mean of its seeds'
-    means of their samples, averaged with equal weight."""
+    """The reference dashboard's observed value (docs/report.md): scenarios with graded episodes,
+    each the mean of its seeds' means of their samples, averaged with equal weight."""
     per_seed = frame.groupby(["scenario", "seed"])[metric].mean()
     return float(per_seed.groupby(level=0).mean().mean())
 
@@ -169,10 +169,10 @@ def test_each_metric_group_reads_back_as_the_parquet_results(results: Path, proj
 
 
 def expected_evaluation(rows: pd.DataFrame, base: pd.DataFrame | None, cells: int) -> dict[str, float]:
-    """Every eval_* metric of one evaluation, computed from its Parquet rows by the seed's rules:
-    observed over the scenarios graded, coverage against the `cells` expected, usage per graded
-    episode, savings against `base` (step 0 of the same ruleset and harness) over the cells both
-    solved, each side's cost the mean of its samples that solved the cell."""
+    """Every eval_* metric of one evaluation, computed from its Parquet rows by the reference
+    dashboard's rules: observed over the scenarios graded, coverage against the `cells` expected,
+    usage per graded episode, savings against `base` (step 0 of the same ruleset and harness) over
+    the cells both solved, each side's cost the mean of its samples that solved the cell."""
     out = {"eval_observed/score": per_cell_mean(rows, "score")}
     out["eval_observed/success"] = per_cell_mean(rows, "success")
     for tier, part in rows.groupby("tier"):

@@ -1,4 +1,5 @@
-"""Training run resolution: the seed document's run matrix, defaults, overrides and bad configs."""
+"""Training run resolution: the run matrix of the original training log (docs/original-training-log.md),
+defaults, overrides and bad configs."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from schemashift.runs.contract import (
 from schemashift.train.arguments import grpo_kwargs, lora_kwargs
 
 ROOT = Path(__file__).parents[2]
-# the seed document's GPU-scale matrix (config.yaml holds its CPU-scale version)
+# the original training log's GPU-scale matrix (docs/original-training-log.md; config.yaml holds
+# its CPU-scale version)
 CONFIG = yaml.safe_load((ROOT / "config.gpu.yaml").read_text())
 
 

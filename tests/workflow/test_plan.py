@@ -40,7 +40,8 @@ def with_defaults(config: dict) -> dict:
 
 
 def composed_config() -> dict:
-    """The seed document's GPU-scale matrix (config.gpu.yaml), with compositions and an API model."""
+    """The GPU-scale matrix of the original training log (config.gpu.yaml,
+    docs/original-training-log.md), with compositions and an API model."""
     config = with_defaults(load("config.gpu.yaml"))
     config["evaluation"]["v1"]["compositions"] = True
     config["train"]["enabled"] = True

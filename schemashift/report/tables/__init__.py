@@ -3,7 +3,8 @@
 Each table is built from `Analysis` as display rows (Markdown, HTML) and tidy records (its CSV,
 `<key>.csv`); `tables.json` holds all of them in order for the HTML report. The modules: `format`
 (cells, the `Table` record, writing), `benchmark` (subjects on the scenarios), `training` (runs and
-their checkpoints) and `seed_document` (the seed document's verdicts).
+their checkpoints) and `seed_document` (the verdicts of the original training log,
+docs/original-training-log.md).
 """
 
 from __future__ import annotations

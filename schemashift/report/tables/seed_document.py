@@ -1,5 +1,5 @@
-"""The seed document's verdicts: the TRAINING_LOG win tiers, the trained model against each
-baseline, and the step-20 go/no-go."""
+"""The verdicts of the original training log (docs/original-training-log.md): its win tiers, the
+trained model against each baseline, and the step-20 go/no-go."""
 
 from __future__ import annotations
 
@@ -169,7 +169,8 @@ def verdict_table(a: Analysis) -> Table:
 
 def versus_table(a: Analysis) -> Table:
     """Every trained checkpoint against every model baseline and untrained model on both headline
-    metrics (Holm over the table), and on legacy against the seed document's published row."""
+    metrics (Holm over the table), and on legacy against the original training log's published row
+    (docs/original-training-log.md)."""
     tested = [
         (run, ruleset, baseline, metric, a.paired(ruleset, run.trained_subject, baseline, metric))
         for run in a.runs.values()
