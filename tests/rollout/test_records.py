@@ -36,9 +36,9 @@ generation_config:string config_hash:string git_sha:string image:string
 """
 DRIFT_SPEC = """
 record_version:int32 run_id:string train_run:string ruleset:string policy:string checkpoint_step:int64
-harness:string scenario:string seed:int64 sample_index:int32 drift_index:int32 kind:string tool:string endpoint:string
-planned_step:int32 fired_step:int32 discovered_step:int32 reported_step:int32 failed_step:int32
-recovered_step:int32 steps_to_recover:int32
+harness:string scenario:string seed:int64 sample_index:int32 drift_index:int32 kind:string tool:string
+endpoint:string planned_step:int32 fired_step:int32 discovered_step:int32 reported_step:int32
+failed_step:int32 recovered_step:int32 steps_to_recover:int32
 """
 TRAINING_SPEC = """
 record_version:int32 train_run:string step:int64 reward_mean:float64 reward_std:float64 reward_min:float64
