@@ -29,7 +29,7 @@ from schemashift.report.load import (
     read_table,
 )
 from schemashift.rollout import records
-from schemashift.rollout.subject import subject_label
+from schemashift.rollout.subject import Subject
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -342,12 +342,7 @@ def failed_examples(
                 final = trajectory.get("final") or {}
                 if trajectory.get("status") != "graded" or final.get("success") is not False:
                     continue
-                subject = subject_label(
-                    trajectory["policy"],
-                    trajectory.get("train_run"),
-                    trajectory.get("checkpoint_step"),
-                    trajectory.get("harness"),
-                )
+                subject = Subject.of_record(trajectory).label
                 failures.setdefault((trajectory["ruleset"], subject), []).append(_example(trajectory))
         except (ValueError, KeyError) as exc:
             raise ReportError(f"{path}: unreadable trajectory: {exc}") from None

@@ -38,7 +38,7 @@ from schemashift.report.stats import (
     savings_stat,
     seed_means,
 )
-from schemashift.rollout.subject import harness_label, split_label, subject_kind
+from schemashift.rollout.subject import DEFAULT_HARNESS, Subject
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -221,10 +221,7 @@ class Analysis:
     def kinds(self) -> dict[str, str]:
         kinds = dict(zip(self.episodes["label"], self.episodes["kind"], strict=True))
         for cell in self.expected:
-            kinds.setdefault(
-                cell["subject"],
-                subject_kind(cell["policy"], cell.get("train_run"), cell.get("checkpoint_step"), None),
-            )
+            kinds.setdefault(cell["subject"], Subject.of_record(cell).kind)
         return kinds
 
     @cached_property
@@ -277,8 +274,8 @@ class Analysis:
         by_model: dict[str, dict[str, str]] = {}
         for subject in self.ran(ruleset):
             if self.kinds.get(subject) != "rule":
-                model, harness = split_label(subject)
-                by_model.setdefault(model, {})[harness] = subject
+                parsed = Subject.parse(subject, self.kinds[subject])
+                by_model.setdefault(parsed.unmarked, {})[parsed.harness or DEFAULT_HARNESS] = subject
         return by_model
 
     def not_run(self, ruleset: str) -> dict[str, str]:
@@ -506,10 +503,10 @@ def efficiency_reference(a: Analysis, ruleset: str, subject: str) -> str | None:
     harness (the learning curve's step 0), anything else `report.efficiency_reference`."""
     kind = a.kinds.get(subject)
     if kind == "checkpoint":  # its run's step 0 through the same harness
-        label, harness = split_label(subject)
-        run = a.runs.get(label.rpartition("@step-")[0])
+        checkpoint = Subject.parse(subject, kind)
+        run = a.runs.get(checkpoint.name)
         base = a.base_subject(run) if run else None
-        return harness_label(base, harness) if base else None
+        return Subject.parse(base, "base").through(checkpoint.harness).label if base else None
     reference = (a.config.get("report") or {}).get("efficiency_reference", "policy_aware_heuristic")
     return reference if reference != subject and reference in a.subjects(ruleset) else None
 

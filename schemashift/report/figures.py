@@ -26,7 +26,7 @@ from schemashift.report.analysis import (
 )
 from schemashift.report.load import coverage, coverage_text
 from schemashift.report.stats import LEVEL, Stat
-from schemashift.rollout.subject import split_label
+from schemashift.rollout.subject import Subject
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -190,7 +190,11 @@ def overview_subjects(a: Analysis, ruleset: str) -> list[str]:
     each through every harness it played, side by side, of the subjects that ran (the report names
     the others once)."""
     finals = {run.trained_subject for run in a.runs.values()}
-    return [s for s in a.ran(ruleset) if a.kinds.get(s) != "checkpoint" or split_label(s)[0] in finals]
+    return [
+        s
+        for s in a.ran(ruleset)
+        if a.kinds.get(s) != "checkpoint" or Subject.parse(s, "checkpoint").unmarked in finals
+    ]
 
 
 def bar_figure(a: Analysis, ruleset: str, metric: str) -> Figure:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from schemashift.report import ReportError
 from schemashift.rollout import records, resultset
-from schemashift.rollout.subject import subject_kind, subject_label, subject_order
+from schemashift.rollout.subject import Subject
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -190,10 +190,7 @@ def read_expected_cells(path: str | Path) -> list[dict[str, Any]]:
 
 def cell_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
     """(ruleset, subject, scenario, seed, sample_index): one expected cell of one evaluated subject."""
-    subject = subject_label(
-        row["policy"], row.get("train_run"), row.get("checkpoint_step"), row.get("harness")
-    )
-    return (row["ruleset"], subject, row["scenario"], row["seed"], row["sample_index"])
+    return (row["ruleset"], Subject.of_record(row).label, row["scenario"], row["seed"], row["sample_index"])
 
 
 def tier_rank(tier: str | None) -> tuple[int, str]:
@@ -209,39 +206,28 @@ def report_policies(rows: pd.DataFrame, expected: Iterable[Mapping[str, Any]]) -
     """Subject labels of a ruleset's rows plus expected subjects without any row, in display order."""
     kinds = dict(zip(rows["label"], rows["kind"], strict=True))
     for cell in expected:
-        label = cell_key(cell)[1]
-        if label not in kinds:
-            kinds[label] = subject_kind(
-                cell["policy"], cell.get("train_run"), cell.get("checkpoint_step"), None
-            )
-    return sorted(kinds, key=lambda label: subject_order(label, kinds[label]))
+        subject = Subject.of_record(cell)
+        kinds.setdefault(subject.label, subject.kind)
+    return sorted(kinds, key=lambda label: Subject.parse(label, kinds[label]).order)
 
 
-def _labels(frame: pd.DataFrame) -> list[str]:
-    return [
-        subject_label(p, r, c, h)
-        for p, r, c, h in zip(
-            frame["policy"], frame["train_run"], frame["checkpoint_step"], frame["harness"], strict=True
-        )
-    ]
+def _subjects(frame: pd.DataFrame) -> list[Subject]:
+    columns = [c for c in ("policy", "train_run", "checkpoint_step", "harness", "base_model") if c in frame]
+    return [Subject.of_record(row) for row in frame[columns].to_dict("records")]
 
 
 def episodes_frame(path: str | Path) -> pd.DataFrame:
-    """The episodes file as a frame, with `label` (see subject_label), `kind` (see subject_kind)
-    and `success` as 1.0/0.0/NaN."""
+    """The episodes file as a frame, with each row's subject's `label` and `kind` (`Subject`) and
+    `success` as 1.0/0.0/NaN."""
     frame = read_table(path, "episodes").to_pandas()
     if frame.empty:
         raise ReportError(f"{path}: no episodes")
     unknown = sorted((set(frame["status"].dropna()) - {"graded", "infra_error"}) | _nulls(frame["status"]))
     if unknown:
         raise ReportError(f"{path}: unknown episode status(es) {', '.join(map(str, unknown))}")
-    frame["label"] = _labels(frame)
-    frame["kind"] = [
-        subject_kind(p, r, c, b)
-        for p, r, c, b in zip(
-            frame["policy"], frame["train_run"], frame["checkpoint_step"], frame["base_model"], strict=True
-        )
-    ]
+    subjects = _subjects(frame)
+    frame["label"] = [subject.label for subject in subjects]
+    frame["kind"] = [subject.kind for subject in subjects]
     frame["success"] = frame["success"].map({True: 1.0, False: 0.0}).astype("float64")
     frame["score"] = frame["score"].astype("float64")
     return frame
@@ -254,7 +240,7 @@ def _nulls(series: pd.Series) -> set[str]:
 def drifts_frame(path: str | Path) -> pd.DataFrame:
     """The drifts file as a frame with each row's subject `label`."""
     frame = read_table(path, "drifts").to_pandas()
-    frame["label"] = _labels(frame)
+    frame["label"] = [subject.label for subject in _subjects(frame)]
     return frame
 
 

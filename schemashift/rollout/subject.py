@@ -10,6 +10,8 @@ place a harness name is validated (against the harness registry, `policies.llm.h
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from schemashift.policies.llm.harnesses import DEFAULT_HARNESS, get_harness
@@ -44,60 +46,86 @@ def _present(value: Any) -> bool:
     return value is not None and value == value
 
 
-def subject_label(
-    policy: str, train_run: Any = None, checkpoint_step: Any = None, harness: Any = None
-) -> str:
-    """How an evaluated subject appears everywhere, from its record columns: a checkpoint of a
-    training run as `<run>@step-<n>` (its policy name carries an adapter path), anything else by
-    its policy name, with `@step-<n>` for a checkpoint evaluated outside a named run; a harness
-    other than the default one follows as `+<harness>` (each harness is a subject of its own)."""
-    step = int(checkpoint_step) if _present(checkpoint_step) else None
-    if _present(train_run):
-        label = f"{train_run}{STEP_MARK}{step if step is not None else 'final'}"
-    elif step is None or step == 0:
-        label = policy
-    else:
-        label = f"{policy}{STEP_MARK}{step}"
-    return harness_label(label, harness) if isinstance(harness, str) else label
+@dataclass(frozen=True)
+class Subject:
+    """What an evaluation measures: a rule baseline, a model (API or local), an untrained base
+    model at step 0 or a checkpoint of a training run, through one harness (None: a rule
+    baseline, which plays none). One value from the record columns (`of_record`) or from a label
+    and its kind (`parse`), giving the label the report and the dashboard show (`label`), its
+    place in their order (`order`) and the same subject through another harness (`through`).
+    A new dimension of what is evaluated is one more field here."""
 
+    kind: str
+    #: the policy (rule, model, base) or the training run (checkpoint)
+    name: str
+    #: the checkpoint's optimizer step (None: the final one of a run, or no checkpoint)
+    step: int | None = None
+    harness: str | None = None
 
-def harness_label(label: str, harness: str) -> str:
-    """The label of a subject through `harness`, from its label in the default harness."""
-    return label if harness in ("", DEFAULT_HARNESS) else f"{label}{HARNESS_MARK}{harness}"
+    @classmethod
+    def of_record(cls, row: Mapping[str, Any]) -> Subject:
+        """The subject a record (episode, drift row, trajectory or expected cell) measured."""
+        policy, run = row["policy"], row.get("train_run")
+        step = int(row["checkpoint_step"]) if _present(row.get("checkpoint_step")) else None
+        harness = row.get("harness")
+        harness = harness if isinstance(harness, str) else None
+        if _present(run):
+            return cls("checkpoint", run, step, harness)
+        if step == 0:
+            return cls("base", policy, 0, harness)
+        if _present(row.get("base_model")) or ":" in policy:
+            return cls("model", policy, step, harness)
+        return cls("rule", policy, step, harness)
 
+    @classmethod
+    def parse(cls, label: str, kind: str) -> Subject:
+        """The subject of a label (see `label`) of a known kind."""
+        base, mark, harness = label.rpartition(HARNESS_MARK)
+        if not mark or not harness.isidentifier():
+            base, harness = label, None
+        head, mark, step = base.rpartition(STEP_MARK)
+        if mark and (step.isdigit() or (kind == "checkpoint" and step == "final")):
+            return cls(kind, head, int(step) if step.isdigit() else None, harness)
+        return cls(kind, base, 0 if kind == "base" else None, harness)
 
-def split_label(label: str) -> tuple[str, str]:
-    """(the subject's label in the default harness, its harness) of a subject label."""
-    base, mark, harness = label.rpartition(HARNESS_MARK)
-    if not mark or not harness.isidentifier():
-        return label, DEFAULT_HARNESS
-    return base, harness
+    @property
+    def unmarked(self) -> str:
+        """The label in the default harness: `<run>@step-<n>` for a checkpoint (`final` where the
+        step is unknown), `<policy>@step-<n>` for a checkpoint evaluated outside a named run,
+        else the policy."""
+        if self.kind == "checkpoint":
+            return f"{self.name}{STEP_MARK}{self.step if self.step is not None else 'final'}"
+        if self.step:
+            return f"{self.name}{STEP_MARK}{self.step}"
+        return self.name
 
+    @property
+    def label(self) -> str:
+        """How the subject appears everywhere; a harness other than the default one follows as
+        `+<harness>` (each harness is a subject of its own)."""
+        if self.harness in (None, "", DEFAULT_HARNESS):
+            return self.unmarked
+        return f"{self.unmarked}{HARNESS_MARK}{self.harness}"
 
-def split_step(label: str) -> tuple[str, int | None]:
-    """(run or model, checkpoint step) of a label in the default harness; no step: None."""
-    head, mark, step = label.rpartition(STEP_MARK)
-    return (head, int(step)) if mark and step.isdigit() else (label, None)
+    @property
+    def columns(self) -> dict[str, Any]:
+        """The record columns that name it beside the policy (which `of_record` reads back)."""
+        return {
+            "train_run": self.name if self.kind == "checkpoint" else None,
+            "checkpoint_step": self.step,
+            "harness": self.harness,
+        }
 
+    def through(self, harness: str | None) -> Subject:
+        """The same subject through `harness`."""
+        return replace(self, harness=harness)
 
-def subject_kind(policy: str, train_run: Any, checkpoint_step: Any, base_model: Any) -> str:
-    """`checkpoint` (of a training run), `base` (an untrained model at step 0), `model` (an API or
-    other model baseline) or `rule` (a rule-based baseline), from the record columns."""
-    if _present(train_run):
-        return "checkpoint"
-    if _present(checkpoint_step) and int(checkpoint_step) == 0:
-        return "base"
-    if _present(base_model) or ":" in policy:
-        return "model"
-    return "rule"
-
-
-def subject_order(label: str, kind: str) -> tuple[Any, ...]:
-    """Rule baselines, model baselines, untrained bases, then checkpoints by run and step; a
-    subject's harnesses side by side (the default first)."""
-    base, harness = split_label(label)
-    order = (harness != DEFAULT_HARNESS, harness)
-    run, step = split_step(base)
-    if kind == "checkpoint" and step is not None:
-        return (KIND_ORDER.index(kind), run, step, *order)
-    return (KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER), base, 0, *order)
+    @property
+    def order(self) -> tuple[Any, ...]:
+        """Rule baselines, model baselines, untrained bases, then checkpoints by run and step; a
+        subject's harnesses side by side (the default first)."""
+        harness = self.harness if self.harness not in (None, "") else DEFAULT_HARNESS
+        rank = KIND_ORDER.index(self.kind) if self.kind in KIND_ORDER else len(KIND_ORDER)
+        if self.kind == "checkpoint" and self.step is not None:
+            return (rank, self.name, self.step, harness != DEFAULT_HARNESS, harness)
+        return (rank, self.unmarked, 0, harness != DEFAULT_HARNESS, harness)

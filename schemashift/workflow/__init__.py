@@ -8,8 +8,8 @@ from schemashift.rollout.subject import harness_folder, split_harness
 from schemashift.workflow.plan import (
     CELL_FILES,
     ConfigError,
+    Evaluation,
     Plan,
-    Subject,
     gpu_visible,
     model_slug,
 )
@@ -17,8 +17,8 @@ from schemashift.workflow.plan import (
 __all__ = [
     "CELL_FILES",
     "ConfigError",
+    "Evaluation",
     "Plan",
-    "Subject",
     "gpu_visible",
     "harness_folder",
     "model_slug",

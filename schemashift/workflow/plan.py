@@ -20,7 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from schemashift.rollout.subject import DEFAULT_HARNESS, check_harness, harness_folder, split_harness
+from schemashift.rollout.subject import Subject, check_harness, harness_folder, split_harness
 
 CELL_FILES = ("episodes.parquet", "drifts.parquet", "trajectories.jsonl.gz")
 _URL = re.compile(r"https?://[^/@\s]+(/\S*)?")
@@ -52,21 +52,24 @@ def model_slug(model: str) -> str:
 
 
 @dataclass(frozen=True)
-class Subject:
-    """A model evaluation: its results folder under results/eval, the policy spec `eval` gets
-    (a checkpoint's identity comes from its adapter folder's manifest.json), what it waits on
-    (its run's completion record, or the built model a step-0 evaluation plays), the
-    provenance its expected cells carry, and for a base model or checkpoint the prompt and turn
-    budgets of its training runs (`lineage.prompt_budget`), which its `eval` plays with."""
+class Evaluation:
+    """A model evaluation the workflow runs: its results folder under results/eval, the subject
+    it measures (whose record columns its expected cells carry), the policy spec `eval` gets (a
+    checkpoint's identity comes from its adapter folder's manifest.json), what it waits on (its
+    run's completion record, or the built model a step-0 evaluation plays), and for a base model
+    or checkpoint the prompt and turn budgets of its training runs (`lineage.prompt_budget`),
+    which its `eval` plays with."""
 
-    name: str
+    folder: str
     policy: str
+    subject: Subject
     waits_on: tuple[str, ...] = ()
-    train_run: str | None = None
-    checkpoint_step: int | None = None
-    harness: str = DEFAULT_HARNESS
     max_prompt_tokens: int | None = None
     max_new_tokens: int | None = None
+
+    def record_columns(self) -> dict[str, Any]:
+        """What its rows say they measured: the policy and the subject's columns."""
+        return {"policy": self.policy, **self.subject.columns}
 
     def budget_args(self) -> str:
         """`--max-prompt-tokens N --max-new-tokens M` of its `eval` (nothing for an API model)."""
@@ -419,8 +422,8 @@ class Plan:
         """The train rule's completion record; checkpoints are not outputs, so a rerun resumes."""
         return f"{self.results}/train/{run}/train.done.json"
 
-    def subject(self, folder: str) -> Subject:
-        """An evaluation subject by its folder: api/<model>, base/<slug> (step 0 of every run that
+    def evaluation(self, folder: str) -> Evaluation:
+        """A model evaluation by its folder: api/<model>, base/<slug> (step 0 of every run that
         starts from it) or <run>/step-<n>, which waits on its run's completion record; a harness
         other than the default one marks the folder (`harness_folder`)."""
         name, harness = split_harness(folder)
@@ -428,12 +431,14 @@ class Plan:
             check_harness(harness)
         except ValueError as exc:
             raise ValueError(f"{folder}: {exc}") from None
-        return replace(self._subject(name), name=folder, harness=harness)
+        evaluation = self._evaluation(name)
+        return replace(evaluation, folder=folder, subject=evaluation.subject.through(harness))
 
-    def _subject(self, name: str) -> Subject:
+    def _evaluation(self, name: str) -> Evaluation:
         head, tail = name.split("/")
         if head == "api":
-            return Subject(name, self.api_models[tail]["policy"])
+            policy = self.api_models[tail]["policy"]
+            return Evaluation(name, policy, Subject("model", policy))
         if head == "base":
             bases = self.base_models()
             if tail not in bases:
@@ -442,13 +447,15 @@ class Plan:
                 )
             built = () if self.built_model_name(bases[tail]) is None else (bases[tail],)
             budget = self.base_budget(bases[tail])
-            return Subject(name, f"hf:{bases[tail]}", waits_on=built, checkpoint_step=0, **budget)
+            policy = f"hf:{bases[tail]}"
+            return Evaluation(name, policy, Subject("base", policy, 0), waits_on=built, **budget)
         step = int(tail.removeprefix("step-"))
         steps = self.checkpoint_steps(head)
         if step not in steps:
             raise ValueError(f"train run {head!r} saves no checkpoint {step}; its checkpoints: {steps}")
         policy = f"hf:{self.train_run(head).base_model}@{self.checkpoint_dir(head, step)}"
-        return Subject(name, policy, (self.train_done(head),), head, step, **self.run_budget(head))
+        subject = Subject("checkpoint", head, step)
+        return Evaluation(name, policy, subject, (self.train_done(head),), **self.run_budget(head))
 
     def run_harnesses(self, run: str) -> list[str]:
         """The harnesses a run's checkpoints are evaluated through: the one it trained on
@@ -507,7 +514,7 @@ class Plan:
 
     # --- what the aggregation expects and reads --------------------------------------------------
 
-    def model_cells(self) -> list[tuple[str, Subject, str, int]]:
+    def model_cells(self) -> list[tuple[str, Evaluation, str, int]]:
         """(ruleset, subject, scenario, seed) of the model evaluations the manifest expects: every
         enabled API baseline, and, unless training is disabled, each run's untrained base model
         (step 0) and its checkpoints, on the cells their `eval` plays. A configured run that has
@@ -517,7 +524,7 @@ class Plan:
             names += self.model_subjects()
         return [
             (ruleset, subject, scenario, seed)
-            for subject in map(self.subject, names)
+            for subject in map(self.evaluation, names)
             for ruleset in self.config["rulesets"]
             for scenario, seed in self.cells(ruleset)
         ]
@@ -543,23 +550,14 @@ class Plan:
             for i in samples
         ]
         seen = set()
-        for ruleset, subject, scenario, seed in self.model_cells():
-            key = (ruleset, subject.policy, subject.train_run, subject.checkpoint_step, subject.harness)
-            key += (scenario, seed)
+        for ruleset, evaluation, scenario, seed in self.model_cells():
+            measured = evaluation.record_columns()
+            key = (ruleset, *measured.values(), scenario, seed)
             if key in seen:
                 continue
             seen.add(key)
             cells += [
-                {
-                    "ruleset": ruleset,
-                    "policy": subject.policy,
-                    "train_run": subject.train_run,
-                    "checkpoint_step": subject.checkpoint_step,
-                    "harness": subject.harness,
-                    "scenario": scenario,
-                    "seed": seed,
-                    "sample_index": i,
-                }
+                {"ruleset": ruleset, **measured, "scenario": scenario, "seed": seed, "sample_index": i}
                 for i in samples
             ]
         return cells

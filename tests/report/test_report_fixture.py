@@ -103,16 +103,11 @@ def graded(results: Path) -> pd.DataFrame:
 
 def labels(frame: pd.DataFrame) -> pd.Series:
     """Each row's subject label (a harness other than the default one marks it: `+tools`)."""
-    from schemashift.rollout.subject import subject_label
+    from schemashift.rollout.subject import Subject
 
+    columns = ["policy", "train_run", "checkpoint_step", "harness"]
     return pd.Series(
-        [
-            subject_label(p, r, c, h)
-            for p, r, c, h in zip(
-                frame["policy"], frame["train_run"], frame["checkpoint_step"], frame["harness"], strict=True
-            )
-        ],
-        index=frame.index,
+        [Subject.of_record(row).label for row in frame[columns].to_dict("records")], index=frame.index
     )
 
 

@@ -21,7 +21,7 @@ from schemashift.report.analysis import Analysis
 from schemashift.report.tables.seed_document import go_no_go_table
 from schemashift.report.tables.training import learning_table, untrained_vs_trained_tables
 from schemashift.rollout import io, records
-from schemashift.rollout.subject import subject_kind, subject_label
+from schemashift.rollout.subject import Subject
 
 pytestmark = pytest.mark.timeout(120)
 QWEN, CODER = "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-Coder-1.5B-Instruct"
@@ -51,9 +51,9 @@ def evaluations(subjects: list[tuple[str, str | None, int, float]]) -> pd.DataFr
         for seed in (0, 1)
     ]
     data = pd.DataFrame(rows)
-    columns = (data["policy"], data["train_run"], data["checkpoint_step"])
-    data["label"] = [subject_label(*key) for key in zip(*columns, strict=True)]
-    data["kind"] = [subject_kind(*key, None) for key in zip(*columns, strict=True)]
+    subjects = [Subject.of_record(row) for row in rows]
+    data["label"] = [subject.label for subject in subjects]
+    data["kind"] = [subject.kind for subject in subjects]
     return data
 
 

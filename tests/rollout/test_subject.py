@@ -1,8 +1,10 @@
 """A subject's folder and label are read back to what made them, for any name, run, step and
-harness; the harness names the config schema allows are the harness registry's."""
+harness; its order groups kinds, runs and harnesses; the harness names the config schema allows
+are the harness registry's."""
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -14,14 +16,12 @@ from schemashift.policies.llm.harnesses import HARNESSES
 from schemashift.rollout.subject import (
     DEFAULT_HARNESS,
     HARNESS_MARK,
+    KIND_ORDER,
     STEP_MARK,
+    Subject,
     check_harness,
     harness_folder,
     split_harness,
-    split_label,
-    split_step,
-    subject_kind,
-    subject_label,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -41,31 +41,69 @@ def test_a_folder_is_read_back_to_its_name_and_harness(name: str, harness: str) 
     assert (HARNESS_MARK in folder) == (harness != DEFAULT_HARNESS)
 
 
-@given(NAMES, st.one_of(st.none(), NAMES), st.one_of(st.none(), st.integers(0, 10**6)), HARNESS)
-def test_a_label_is_read_back_to_its_subject(policy, train_run, step, harness) -> None:
-    label = subject_label(policy, train_run, step, harness)
-    base, found = split_label(label)
-    assert found == harness
-    assert base == subject_label(policy, train_run, step, DEFAULT_HARNESS)
-    head, found_step = split_step(base)
-    if train_run is not None and step is not None:
-        assert (head, found_step) == (train_run, step)
-    elif train_run is not None:  # a run's checkpoint of unknown step
-        assert (head, found_step) == (f"{train_run}{STEP_MARK}final", None)
-    elif step:
-        assert (head, found_step) == (policy, step)
+def record(policy, train_run=None, step=None, harness=None, base_model=None) -> dict:
+    return {
+        "policy": policy,
+        "train_run": train_run,
+        "checkpoint_step": step,
+        "harness": harness,
+        "base_model": base_model,
+    }
+
+
+@given(
+    NAMES,
+    st.one_of(st.none(), NAMES),
+    st.one_of(st.none(), st.integers(0, 10**6)),
+    st.one_of(st.none(), HARNESS),
+    st.one_of(st.none(), NAMES),
+)
+def test_a_label_is_read_back_to_its_subject(policy, train_run, step, harness, base_model) -> None:
+    subject = Subject.of_record(record(policy, train_run, step, harness, base_model))
+    assert Subject.parse(subject.label, subject.kind) == (
+        subject if harness != DEFAULT_HARNESS else subject.through(None)
+    )
+    assert (HARNESS_MARK in subject.label) == (harness not in (None, DEFAULT_HARNESS))
+    assert subject.through(DEFAULT_HARNESS).label == subject.through(None).label == subject.unmarked
+    if train_run is not None:
+        expected = f"{train_run}{STEP_MARK}{step if step is not None else 'final'}"
+        assert (subject.kind, subject.unmarked) == ("checkpoint", expected)
+    elif step == 0:
+        assert (subject.kind, subject.unmarked) == ("base", policy)
     else:
-        assert (head, found_step) == (policy, None)
+        assert subject.unmarked == (f"{policy}{STEP_MARK}{step}" if step else policy)
+        is_model = base_model is not None or ":" in policy
+        assert subject.kind == ("model" if is_model else "rule")
+
+
+@given(
+    st.lists(
+        st.tuples(NAMES, st.one_of(st.none(), NAMES), st.one_of(st.none(), st.integers(0, 50)), HARNESS),
+        min_size=2,
+        max_size=12,
+    )
+)
+def test_the_order_groups_kinds_then_runs_by_step_with_harnesses_side_by_side(rows) -> None:
+    subjects = [Subject.of_record(record(*row)) for row in rows]
+    ordered = sorted(subjects, key=lambda s: s.order)
+    ranks = [KIND_ORDER.index(s.kind) for s in ordered]
+    assert ranks == sorted(ranks)
+    for first, second in pairwise(ordered):
+        if first.kind == second.kind == "checkpoint" and first.name == second.name:
+            if None not in (first.step, second.step) and first.step != second.step:
+                assert first.step < second.step
+        if first.through(None) == second.through(None) and first.harness != second.harness:
+            assert first.harness == DEFAULT_HARNESS or second.harness != DEFAULT_HARNESS
 
 
 def test_a_frames_missing_values_read_as_absent() -> None:
     nan = float("nan")
-    assert subject_label("hf:m", nan, nan, DEFAULT_HARNESS) == "hf:m"
-    assert subject_label("hf:m", "r", 20.0, "tools") == f"r{STEP_MARK}20{HARNESS_MARK}tools"
-    assert subject_kind("hf:m", nan, 0.0, nan) == "base"
-    assert subject_kind("policy_aware_heuristic", nan, nan, nan) == "rule"
-    assert subject_kind("openai:gpt-4o-mini", None, None, None) == "model"
-    assert subject_kind("hf:m", "r", 20, "m") == "checkpoint"
+    assert Subject.of_record(record("hf:m", nan, nan, DEFAULT_HARNESS)).label == "hf:m"
+    assert Subject.of_record(record("hf:m", "r", 20.0, "tools")).label == f"r{STEP_MARK}20{HARNESS_MARK}tools"
+    assert Subject.of_record(record("hf:m", nan, 0.0, nan, nan)).kind == "base"
+    assert Subject.of_record(record("policy_aware_heuristic", nan, nan, nan, nan)).kind == "rule"
+    assert Subject.of_record(record("openai:gpt-4o-mini")).kind == "model"
+    assert Subject.of_record(record("hf:m", "r", 20, "m", "m")).kind == "checkpoint"
 
 
 def test_only_registered_harnesses_pass() -> None:

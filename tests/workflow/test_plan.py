@@ -20,6 +20,7 @@ from schemashift.cli import build_parser, discover_verbs
 from schemashift.cli.options import cells_of
 from schemashift.env.rulesets import get_ruleset
 from schemashift.policies import BUILTIN
+from schemashift.rollout.subject import Subject
 from schemashift.workflow import ConfigError, Plan, gpu_visible
 from schemashift.workflow.digests import ImportGraph, closure, code_digests, jobs
 
@@ -63,15 +64,17 @@ def played(verb: str, command: str) -> set[tuple[str, str, int]]:
 def test_with_compositions_the_expected_model_cells_are_the_cells_eval_plays():
     plan = Plan(composed_config(), environ={"OPENAI_API_KEY": "sk-x"})
     expected: dict[str, set] = {}
-    for ruleset, subject, scenario, seed in plan.model_cells():
-        expected.setdefault(subject.name, set()).add((ruleset, scenario, seed))
+    for ruleset, evaluation, scenario, seed in plan.model_cells():
+        expected.setdefault(evaluation.folder, set()).add((ruleset, scenario, seed))
     assert "api/gpt-4o-mini" in expected and "run1/step-25" in expected
     composed = {s for s in expected["run1/step-25"] if s[1].startswith("composed_")}
     assert composed, "v1 with compositions: the checkpoints are expected on the compositions"
     for name, cells in expected.items():
         eval_plays = set()
         for ruleset in plan.config["rulesets"]:
-            command = f"--policy '{plan.subject(name).policy}' --ruleset {ruleset} {plan.cells_args(ruleset)}"
+            command = (
+                f"--policy '{plan.evaluation(name).policy}' --ruleset {ruleset} {plan.cells_args(ruleset)}"
+            )
             eval_plays |= played("eval", command)
         assert eval_plays == cells, name
     census = {(c["ruleset"], c["scenario"], c["seed"]) for c in plan.expected_cells() if c.get("train_run")}
@@ -167,17 +170,26 @@ def test_compositions_on_a_ruleset_without_them_is_a_config_error():
 def test_subjects_pass_only_the_policy_spec():
     config = composed_config()
     plan = Plan(config, environ={})
-    step = plan.subject("run1/step-50")
+    step = plan.evaluation("run1/step-50")
     assert step.policy == "hf:Qwen/Qwen2.5-1.5B-Instruct@results/train/run1/checkpoint-50"
-    assert (step.waits_on, step.train_run, step.checkpoint_step) == (
-        ("results/train/run1/train.done.json",),
-        "run1",
-        50,
+    assert step.waits_on == ("results/train/run1/train.done.json",)
+    assert step.subject == Subject("checkpoint", "run1", 50, "default")
+    assert step.record_columns() == {
+        "policy": step.policy,
+        "train_run": "run1",
+        "checkpoint_step": 50,
+        "harness": "default",
+    }
+    assert Subject.of_record(step.record_columns()) == step.subject
+    base = plan.evaluation("base/Qwen--Qwen2.5-1.5B-Instruct")
+    assert (base.policy, base.waits_on, base.subject.kind, base.subject.step) == (
+        "hf:Qwen/Qwen2.5-1.5B-Instruct",
+        (),
+        "base",
+        0,
     )
-    base = plan.subject("base/Qwen--Qwen2.5-1.5B-Instruct")
-    assert (base.policy, base.waits_on, base.checkpoint_step) == ("hf:Qwen/Qwen2.5-1.5B-Instruct", (), 0)
     with pytest.raises(ValueError, match=r"saves no checkpoint 70; its checkpoints: \[25, 50, 75, 100\]"):
-        plan.subject("run1/step-70")
+        plan.evaluation("run1/step-70")
 
 
 def test_api_models_read_keys_by_name_only():
@@ -209,7 +221,7 @@ def test_training_auto_follows_the_gpu_and_the_census_expects_runs_unless_disabl
     monkeypatch.setattr("schemashift.workflow.plan.NVIDIA_GPUS", tmp_path)
     plan = Plan(config, environ={})
     assert not plan.train_enabled() and plan.evaluation_targets() == []
-    assert {subject.name for _, subject, _, _ in plan.model_cells()} == set(plan.model_subjects())
+    assert {evaluation.folder for _, evaluation, _, _ in plan.model_cells()} == set(plan.model_subjects())
     config["train"]["enabled"] = False
     assert Plan(config, environ={}).model_cells() == []
 
@@ -330,8 +342,8 @@ def test_the_default_builds_its_base_model_and_every_run_and_step_0_wait_on_it()
     assert plan.train_enabled() and plan.train_runs() == ["run1", "run2_binary", "run4_legacy"]
     assert all(plan.run_inputs(run) == [folder] for run in plan.train_runs())
     assert plan.base_models() == {"tiny-qwen2": folder}
-    base = plan.subject("base/tiny-qwen2")
-    assert (base.policy, base.waits_on, base.checkpoint_step) == (f"hf:{folder}", (folder,), 0)
+    base = plan.evaluation("base/tiny-qwen2")
+    assert (base.policy, base.waits_on, base.subject.step) == (f"hf:{folder}", (folder,), 0)
     assert plan.run_config("run1")["models"]["tiny-qwen2"]["policy"] == f"hf:{folder}"
     assert set(plan.model_subjects()) == {"base/tiny-qwen2"} | {
         f"{run}/step-{step}" for run in plan.train_runs() for step in (2, 4, 6)
@@ -352,7 +364,7 @@ def test_each_repeat_of_a_run_trains_and_is_evaluated_apart_from_one_config_slic
     assert plan.train_runs() == ["run1", "run1.rep2", "run2_binary", "run4_legacy"]
     assert plan.run_config("run1.rep2") == plan.run_config("run1")
     assert "run1.rep2/step-6" in plan.model_subjects()
-    assert plan.subject("run1.rep2/step-2").waits_on == ("results/train/run1.rep2/train.done.json",)
+    assert plan.evaluation("run1.rep2/step-2").waits_on == ("results/train/run1.rep2/train.done.json",)
     with pytest.raises(ConfigError, match="no training run 'run1.rep3'"):
         plan.train_run("run1.rep3")
 
@@ -363,9 +375,9 @@ def test_the_harness_is_part_of_every_model_subjects_identity():
     config, keys = composed_config(), {"OPENAI_API_KEY": "sk-x"}
     plan = Plan(config, environ=keys)
     assert plan.api_subjects() == ["api/gpt-4o-mini", "api/gpt-4o-mini+tools"]
-    tools = plan.subject("api/gpt-4o-mini+tools")
-    assert (tools.policy, tools.harness) == ("openai:gpt-4o-mini", "tools")
-    assert plan.subject("api/gpt-4o-mini").harness == "default"
+    tools = plan.evaluation("api/gpt-4o-mini+tools")
+    assert (tools.policy, tools.subject.harness) == ("openai:gpt-4o-mini", "tools")
+    assert plan.evaluation("api/gpt-4o-mini").subject.harness == "default"
     assert {s.rpartition("+")[2] for s in plan.model_subjects() if "+" in s} == {"tools"}
     assert len(plan.model_subjects()) == 2 * len([s for s in plan.model_subjects() if "+" not in s])
     census = plan.expected_cells()
@@ -380,7 +392,7 @@ def test_the_harness_is_part_of_every_model_subjects_identity():
     config["models"]["gpt-4o-mini"]["harnesses"] = ["tools"]
     assert Plan(config, environ=keys).api_subjects() == ["api/gpt-4o-mini+tools"]
     with pytest.raises(ValueError, match="unknown harness 'native'"):
-        plan.subject("api/gpt-4o-mini+native")
+        plan.evaluation("api/gpt-4o-mini+native")
 
 
 def test_a_runs_checkpoints_play_its_base_models_harnesses_and_the_one_it_trained_on_first():
@@ -417,17 +429,17 @@ def test_step_0_and_every_checkpoint_play_their_runs_prompt_and_turn_budgets():
     its checkpoints and of its base model; API models keep their own."""
     plan = Plan(with_defaults(load("config.yaml")), environ={})
     subjects = ["base/tiny-qwen2", "base/tiny-qwen2+tools", "run1/step-2", "run4_legacy/step-6+tools"]
-    assert {eval_budget(plan.subject(name)) for name in subjects} == {(3968, 128)}
+    assert {eval_budget(plan.evaluation(name)) for name in subjects} == {(3968, 128)}
     gpu = Plan(composed_config(), environ={"OPENAI_API_KEY": "sk-x"})
-    assert eval_budget(gpu.subject("run1/step-50")) == (3072, 256), "runs.DEFAULTS where nothing overrides"
-    assert gpu.subject("api/gpt-4o-mini").budget_args() == ""
+    assert eval_budget(gpu.evaluation("run1/step-50")) == (3072, 256), "runs.DEFAULTS where nothing overrides"
+    assert gpu.evaluation("api/gpt-4o-mini").budget_args() == ""
 
 
 def test_runs_sharing_a_base_model_with_different_budgets_are_a_config_error():
     config = with_defaults(load("config.yaml"))
     config["train"]["runs"]["run2_binary"]["overrides"]["max_prompt_tokens"] = 2048
     plan = Plan(config, environ={})
-    assert eval_budget(plan.subject("run2_binary/step-2")) == (2048, 128)
+    assert eval_budget(plan.evaluation("run2_binary/step-2")) == (2048, 128)
     message = (
         r"run1: max_prompt_tokens 3968, max_turn_tokens 128; "
         r"run2_binary: max_prompt_tokens 2048, max_turn_tokens 128; "
@@ -436,7 +448,7 @@ def test_runs_sharing_a_base_model_with_different_budgets_are_a_config_error():
     with pytest.raises(ConfigError, match=message):
         plan.model_subjects()
     with pytest.raises(ConfigError, match="differ in their prompt budgets"):
-        plan.subject("base/tiny-qwen2")
+        plan.evaluation("base/tiny-qwen2")
 
 
 @settings(max_examples=40, deadline=None)
@@ -464,12 +476,12 @@ def test_any_mix_of_bases_and_budgets_evaluates_each_subject_with_its_runs_budge
     }
     plan = Plan(config, environ={})
     for i in range(len(bases)):
-        assert eval_budget(plan.subject(f"r{i}/step-2")) == budgets[i]
+        assert eval_budget(plan.evaluation(f"r{i}/step-2")) == budgets[i]
     for base in set(bases):
         wanted = {budgets[i] for i, b in enumerate(bases) if b == base}
         folder = f"base/{base.replace('/', '--')}"
         if len(wanted) == 1:
-            assert eval_budget(plan.subject(folder)) == wanted.pop()
+            assert eval_budget(plan.evaluation(folder)) == wanted.pop()
         else:
             with pytest.raises(ConfigError, match=f"base model '{base}' differ in their prompt budgets"):
-                plan.subject(folder)
+                plan.evaluation(folder)

@@ -42,8 +42,8 @@ rule evaluate_api:
         **image_resources("runtime"),
     params:
         code=CODE["eval"],
-        policy=lambda w: PLAN.subject(f"api/{w.model}").policy,
-        harness=lambda w: PLAN.subject(f"api/{w.model}").harness,
+        policy=lambda w: PLAN.evaluation(f"api/{w.model}").policy,
+        harness=lambda w: PLAN.evaluation(f"api/{w.model}").subject.harness,
         client=lambda w: PLAN.api_options(split_harness(w.model)[0]),
         keyless=lambda w: PLAN.api_keyless_prefix(split_harness(w.model)[0]),
         cells=lambda w: PLAN.cells_args(w.ruleset),
@@ -62,7 +62,7 @@ rule evaluate_api:
 rule evaluate:
     input:
         **image_input("model"),
-        waits_on=lambda w: PLAN.subject(w.subject).waits_on,
+        waits_on=lambda w: PLAN.evaluation(w.subject).waits_on,
     output:
         episodes=f"{RESULTS}/eval/{{subject}}/{{ruleset}}/episodes.parquet",
         drifts=f"{RESULTS}/eval/{{subject}}/{{ruleset}}/drifts.parquet",
@@ -80,9 +80,9 @@ rule evaluate:
         gpu=1,
     params:
         code=CODE["eval"],
-        policy=lambda w: PLAN.subject(w.subject).policy,
-        harness=lambda w: PLAN.subject(w.subject).harness,
-        budget=lambda w: PLAN.subject(w.subject).budget_args(),
+        policy=lambda w: PLAN.evaluation(w.subject).policy,
+        harness=lambda w: PLAN.evaluation(w.subject).subject.harness,
+        budget=lambda w: PLAN.evaluation(w.subject).budget_args(),
         cells=lambda w: PLAN.cells_args(w.ruleset),
         cache=lambda w: f"{RESULTS}/cache/eval/{w.subject}/{w.ruleset}.sqlite",
         out=lambda w, output: Path(output.episodes).parent,

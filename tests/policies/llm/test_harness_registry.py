@@ -18,7 +18,7 @@ from schemashift.policies.llm.harnesses import (
     trainable_harnesses,
 )
 from schemashift.policies.llm.parser import parse_output
-from schemashift.rollout.subject import check_harness, harness_folder, split_harness, subject_label
+from schemashift.rollout.subject import Subject, check_harness, harness_folder, split_harness
 from schemashift.train.dataset import EPISODE_FIELD, episode_key, opening_messages
 from schemashift.train.sft import oracle_conversation
 from schemashift.train.turns import play_texts
@@ -65,7 +65,10 @@ def test_the_entry_is_what_every_layer_sees(toy: Harness) -> None:
     assert get_harness("toy") is toy and check_harness("toy") == "toy"
     assert "toy" in trainable_harnesses() and "toy" not in model_harnesses()
     assert split_harness(harness_folder("tiny", "toy")) == ("tiny", "toy")
-    assert subject_label("hf:m", "run1", 4, "toy") == "run1@step-4+toy"
+    subject = Subject.of_record(
+        {"policy": "hf:m", "train_run": "run1", "checkpoint_step": 4, "harness": "toy"}
+    )
+    assert subject.label == "run1@step-4+toy" and Subject.parse(subject.label, "checkpoint") == subject
 
 
 def test_unregistered_it_is_refused_by_name() -> None:
