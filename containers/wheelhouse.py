@@ -12,7 +12,7 @@ here, the way scripts/bootstrap.sh installs the host's environment:
 - `train-vllm` and `train-unsloth` (train.Dockerfile, the GPU jobs): torch's CUDA build first,
   pinned, then the package's own dependencies and the stack's extra under the same constraint.
 The stacks (which extra, which torch, which image) come from the one table of them,
-schemashift/workflow/stacks.py.
+schemashift/runs/stacks.py.
   The CUDA libraries come as torch's nvidia-* wheels, so the image needs no CUDA base.
 
 All add openenv without its declared dependencies (they include gradio, which nothing here
@@ -36,7 +36,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from schemashift.workflow.stacks import STACKS, TORCH_VERSION  # noqa: E402
+from schemashift.runs.stacks import STACKS, TORCH_VERSION  # noqa: E402
 
 WHEELS = REPO / "containers" / "wheels"
 #: installed with --no-deps: its declared dependencies include gradio, which the images never use

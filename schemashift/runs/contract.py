@@ -16,8 +16,10 @@ from typing import Any
 
 from schemashift.env.rulesets import get_ruleset
 from schemashift.runs.rewards import RewardError, reward_variant
+from schemashift.runs.stacks import GPU_STACKS
 
-BACKENDS = ("auto", "transformers", "unsloth", "vllm")
+#: a run's `backend`: the stack installed here (auto), transformers alone, or a GPU stack by name
+BACKENDS = ("auto", "transformers", *GPU_STACKS)
 #: Keys of one `train.runs.<name>` entry; `report_step` names the checkpoint the report calls
 #: "trained" (default: the last one), `enabled: false` keeps an optional run out of the workflow,
 #: `description` is shown beside the run in the report.

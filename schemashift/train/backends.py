@@ -11,11 +11,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-#: Stack -> (module that must be importable, conda env file that pins it).
-GPU_STACKS = {
-    "unsloth": ("unsloth", "envs/train-unsloth.yaml"),
-    "vllm": ("vllm", "envs/train-vllm.yaml"),
-}
+from schemashift.runs.stacks import STACKS
+
 #: Preference order of `auto` on a GPU machine.
 AUTO_ORDER = ("unsloth", "vllm", "transformers")
 
@@ -90,8 +87,9 @@ def select_backend(
     """Resolve `auto|transformers|unsloth|vllm` to the stack this machine runs, or raise."""
     if requested == "transformers":
         return requested
-    if requested in GPU_STACKS:
-        module, env_file = GPU_STACKS[requested]
+    stack = STACKS.get(requested)
+    if stack is not None and stack.module is not None:
+        module, env_file = stack.module, stack.conda_env
         if not has_cuda():
             problem = driver_problem(torch_cuda_build(), driver_version())
             raise BackendUnavailable(
@@ -111,9 +109,9 @@ def select_backend(
         return requested
     if requested == "auto":
         if has_cuda():
-            for stack in AUTO_ORDER[:-1]:
-                if is_installed(GPU_STACKS[stack][0]):
-                    return stack
+            for name in AUTO_ORDER[:-1]:
+                if is_installed(STACKS[name].module):
+                    return name
         return "transformers"
     raise BackendUnavailable(
         f"unknown training backend {requested!r}; choose auto, transformers, unsloth or vllm"

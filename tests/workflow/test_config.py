@@ -316,8 +316,8 @@ def test_the_cpu_stack_env_provides_what_the_model_jobs_import(job):
     import importlib.metadata
     import sys
 
+    from schemashift.runs.stacks import STACKS
     from schemashift.workflow.digests import ImportGraph, closure, jobs
-    from schemashift.workflow.stacks import STACKS
 
     path = REPO / STACKS["cpu"].conda_env
     pins = conda_pins(path)

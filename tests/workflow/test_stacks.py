@@ -1,4 +1,4 @@
-"""The model stacks' table (schemashift/workflow/stacks.py) agrees with everything that names a
+"""The model stacks' table (schemashift/runs/stacks.py) agrees with everything that names a
 stack: the config schema's enums, the conda env files, pyproject's extras, the wheelhouse, the GPU
 image's recipe, the training backends and the rules."""
 
@@ -12,13 +12,10 @@ import pytest
 import yaml
 from workflow_support import REPO
 
+from schemashift.runs.stacks import GPU_IMAGE, GPU_STACKS, STACKS, TORCH_VERSION
 from schemashift.workflow import ConfigError
 from schemashift.workflow.stacks import (
-    GPU_IMAGE,
-    GPU_STACKS,
     MODEL_IMAGES,
-    STACKS,
-    TORCH_VERSION,
     check_backends,
     check_renamed,
     gpu_stack,
@@ -67,12 +64,14 @@ def test_the_stacks_pins_differ_only_where_the_table_says_why():
         assert f"transformers {versions[name][:4]}" in stack.pins_note, (name, versions[name])
 
 
-def test_the_training_backends_name_the_tables_env_files():
-    from schemashift.train.backends import GPU_STACKS as BACKENDS
+def test_the_training_backends_are_the_gpu_stacks():
+    """A run's backend names a GPU stack whose module it needs; `auto` tries them all."""
+    from schemashift.runs.contract import BACKENDS
+    from schemashift.train.backends import AUTO_ORDER
 
-    assert set(BACKENDS) == set(GPU_STACKS)
-    for name, (module, env_file) in BACKENDS.items():
-        assert env_file == STACKS[name].conda_env and module == name
+    assert [name for name in BACKENDS if name in STACKS] == [name for name in STACKS if STACKS[name].gpu]
+    assert all(STACKS[name].module == name for name in GPU_STACKS)
+    assert set(AUTO_ORDER[:-1]) == set(GPU_STACKS) and AUTO_ORDER[-1] == "transformers"
 
 
 def test_the_wheelhouse_and_the_gpu_image_take_their_stacks_from_the_table():

@@ -50,7 +50,7 @@ rule runtime_image:
 
 
 # The GPU image (containers/train.Dockerfile): containers.train_stack's stack on the same base, from
-# its wheelhouse (schemashift/workflow/stacks.py); only where containers.model_image is gpu.
+# its wheelhouse (schemashift/runs/stacks.py); only where containers.model_image is gpu.
 rule train_image:
     input:
         dockerfile=f"{REPO}/containers/train.Dockerfile",

@@ -2,7 +2,7 @@
 
 Each rule that runs project code says where its jobs run with the helpers below, called in the
 rule's own definition, each with the rule's role, `"runtime"` (the CPU jobs) or `"model"` (the
-rules that load models: the model stack of schemashift/workflow/stacks.py, chosen by
+rules that load models: the model stack of schemashift/runs/stacks.py, chosen (schemashift/workflow/stacks.py) by
 `containers.model_image` and `containers.train_stack`):
 
     input:
