@@ -122,7 +122,7 @@ def _evaluate(model: Path, checkpoint: Path, device: str) -> dict:
     policy = make_policy(f"hf:{model}@{checkpoint}", "v1", device=device)
     cell = Cell("v1", CURRICULUM["v1"][0], training_seeds(["v1"])["v1"][0])
     result = play_episode(
-        make_backend("inprocess"), policy, cell, SweepContext(run_id="device-check", policy="hf")
+        make_backend("inprocess"), policy, cell, SweepContext(sweep_id="device-check", policy="hf")
     )
     return result.record
 

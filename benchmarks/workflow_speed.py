@@ -19,7 +19,7 @@ An evaluation grid (skipped with --no-grid)
 5. both rulesets x naive/policy-aware/oracle x their 6 scenarios x seeds 0-199 (7,200 cells):
    `schemashift run` over the same cells (one process per ruleset and policy, one after the
    other) beside `snakemake results/manifest.json` (every shard and the aggregation), their
-   records compared column for column apart from run_id and wall_s, and `snakemake -n` of the
+   records compared column for column apart from sweep_id and wall_s, and `snakemake -n` of the
    grid (the median of three);
 6. a 100,008-cell grid (seeds 0-2777): `snakemake -n` only.
 
@@ -73,7 +73,7 @@ GRID_FACTOR, GRID_SLACK = 3.0, 20.0
 GRID_PLAN_LIMIT = 5.0
 BIG_GRID_PLAN_LIMIT = 10.0
 GRID_POLICIES = ("naive_heuristic", "policy_aware_heuristic", "oracle")
-VOLATILE = {"run_id", "wall_s"}
+VOLATILE = {"sweep_id", "wall_s"}
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -334,7 +334,7 @@ def grid(bench: Bench) -> None:
     bench.check(same)
     print(
         f"  records:                  {'equal' if same else 'DIFFERENT'} ({cells} rows of the sharded run vs "
-        "`run`, column for column apart from run_id and wall_s)"
+        "`run`, column for column apart from sweep_id and wall_s)"
     )
 
     big = grid_config(bench, "big-grid.yaml", "0-2777")

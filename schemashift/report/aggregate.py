@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 #: row order of the aggregated tables; the last keys only break ties between runs of one cell
-EPISODE_ORDER = (*CELL_KEYS, "train_run", "checkpoint_step", "run_id")
+EPISODE_ORDER = (*CELL_KEYS, "train_run", "checkpoint_step", "sweep_id")
 DRIFT_ORDER = (*EPISODE_ORDER, "drift_index")
 #: what a drift row shares with its episode besides the run id (drift rows carry no harness: a
 #: run id is one sweep, so one harness)
@@ -96,12 +96,12 @@ def merge(dirs: Iterable[str | Path], exclude: Iterable[str | Path] = ()) -> Mer
 
 def _check_drift_keys(cell: CellFiles, episodes: pa.Table, drifts: pa.Table) -> None:
     """Every drift row belongs to an episode of its own directory (same run id and cell)."""
-    keys = ("run_id", *IDENTITY)
+    keys = ("sweep_id", *IDENTITY)
     known = {tuple(row.values()) for row in episodes.select(list(keys)).to_pylist()}
     for row in drifts.select(list(keys)).to_pylist():
         if tuple(row.values()) not in known:
             raise ReportError(
-                f"{cell.drifts}: a drift row of run {row['run_id']} ({_describe(row)}) has no episode "
+                f"{cell.drifts}: a drift row of sweep {row['sweep_id']} ({_describe(row)}) has no episode "
                 f"in {cell.episodes}: the files do not belong together; rerun this cell"
             )
 

@@ -44,8 +44,8 @@ def _columns(*specs: tuple[str, str, str]) -> tuple[Column, ...]:
 
 
 _RECORD_VERSION = ("record_version", "int32", "Record schema version the row was written with.")
-_RUN_ID = (
-    "run_id",
+_SWEEP_ID = (
+    "sweep_id",
     "string",
     "Identifier of the sweep that wrote the row: one `schemashift run` or `eval` (policy x ruleset x cells).",
 )
@@ -82,7 +82,7 @@ _IMAGE = (
 
 EPISODE_COLUMNS = _columns(
     _RECORD_VERSION,
-    _RUN_ID,
+    _SWEEP_ID,
     _TRAIN_RUN,
     _RULESET,
     ("ruleset_version", "string", "Version string of the ruleset."),
@@ -136,7 +136,7 @@ EPISODE_COLUMNS = _columns(
 
 DRIFT_COLUMNS = _columns(
     _RECORD_VERSION,
-    _RUN_ID,
+    _SWEEP_ID,
     _TRAIN_RUN,
     _RULESET,
     _POLICY,

@@ -37,9 +37,9 @@ class Cell:
 @dataclass(frozen=True)
 class SweepContext:
     """Identity and provenance columns shared by every row of one sweep (one `run` or `eval`
-    invocation, named by `run_id`; a training rollout is one sweep too)."""
+    invocation, named by `sweep_id`; a training rollout is one sweep too)."""
 
-    run_id: str
+    sweep_id: str
     policy: str
     harness: str | None = None
     train_run: str | None = None
@@ -75,7 +75,7 @@ def cells(
 def _identity(cell: Cell, context: SweepContext) -> dict[str, Any]:
     return {
         "record_version": RECORD_SCHEMA_VERSION,
-        "run_id": context.run_id,
+        "sweep_id": context.sweep_id,
         "train_run": context.train_run,
         "ruleset": cell.ruleset,
         "env_version": schemashift.__version__,
@@ -190,7 +190,7 @@ class EpisodeRecorder:
             k: identity[k]
             for k in (
                 "record_version",
-                "run_id",
+                "sweep_id",
                 "train_run",
                 "ruleset",
                 "policy",

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from schemashift.rollout import io, resultset
+from schemashift.rollout.records import RECORD_SCHEMA_VERSION
 from schemashift.rollout.runner import Cell, EpisodeResult
 
 PROGRESS = "progress"
@@ -39,7 +40,7 @@ class ResumableSweep:
         self.pin_name = pin_name
         self.progress = self.out / PROGRESS
 
-    def pin(self, run_id: str | None, digest: str, invocation: dict[str, Any]) -> dict[str, Any]:
+    def pin(self, sweep_id: str | None, digest: str, invocation: dict[str, Any]) -> dict[str, Any]:
         """The run id and configuration of the folder, written on first use and checked on every
         rerun (a SweepConflict where they differ)."""
         path = self.out / self.pin_name
@@ -53,10 +54,12 @@ class ResumableSweep:
                     f"--out {self.out} holds an evaluation with another configuration "
                     f"({pinned.get('config_hash')} != {digest}); use a new directory"
                 )
-            if run_id is not None and pinned.get("run_id") != run_id:
-                raise SweepConflict(f"--out {self.out} belongs to run {pinned.get('run_id')}, not {run_id}")
+            if sweep_id is not None and pinned.get("sweep_id") != sweep_id:
+                raise SweepConflict(
+                    f"--out {self.out} belongs to run {pinned.get('sweep_id')}, not {sweep_id}"
+                )
             return pinned
-        pinned = {"run_id": run_id or uuid.uuid4().hex, "config_hash": digest, "invocation": invocation}
+        pinned = {"sweep_id": sweep_id or uuid.uuid4().hex, "config_hash": digest, "invocation": invocation}
         io.write_json(path, pinned)
         return pinned
 
@@ -68,11 +71,16 @@ class ResumableSweep:
             io.remove_stale_temps(directory)
 
     def finished(self, cells: Sequence[Cell]) -> dict[int, EpisodeResult]:
-        """Position -> stored result of every cell already graded."""
+        """Position -> stored result of every cell already graded under this record schema (a
+        cell kept by an older version of the records is played again)."""
         done = {}
         for position, cell in enumerate(cells):
             stored = self._load(cell_name(cell.ruleset, cell.scenario, cell.seed, cell.sample_index))
-            if stored is not None and stored.record["status"] == "graded":
+            if (
+                stored is not None
+                and stored.record.get("status") == "graded"
+                and stored.record.get("record_version") == RECORD_SCHEMA_VERSION
+            ):
                 done[position] = stored
         return done
 

@@ -104,7 +104,7 @@ class ClosedLoopRollout:
         self.max_prompt_tokens = max_prompt_tokens
         self.backend_spec = backend
         self.context = context or SweepContext(
-            run_id=uuid.uuid4().hex, policy="grpo-rollout", harness=harness
+            sweep_id=uuid.uuid4().hex, policy="grpo-rollout", harness=harness
         )
         #: outcome rows of the episodes played since the last `drain()` (for the training metrics)
         self.finished: list[dict[str, Any]] = []

@@ -324,7 +324,7 @@ def train(
     from schemashift.train.dataset import build_rows
 
     context = SweepContext(
-        run_id=f"train-{run.name}",
+        sweep_id=f"train-{run.name}",
         policy=f"grpo:{run.name}",
         harness=run["harness"],
         train_run=run.name,

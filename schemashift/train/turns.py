@@ -116,7 +116,7 @@ def play_texts(
     Texts left when the loop stops are not played; texts that run out first leave the episode
     cut off, as the trainer's turn limit would. No tokens are charged (the texts have no prompt).
     """
-    context = SweepContext(run_id=uuid.uuid4().hex, policy="texts", harness=harness)
+    context = SweepContext(sweep_id=uuid.uuid4().hex, policy="texts", harness=harness)
     loop = TurnLoop(key, context, max_turns=max_turns, backend=backend, harness=harness)
     for text in texts:
         if not loop.running:

@@ -99,7 +99,7 @@ def oracle_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "0-1",
             "--out",
             str(out),
-            "--run-id",
+            "--sweep-id",
             "oracle-run",
         ]
     )
@@ -116,7 +116,7 @@ def test_run_oracle_over_all_scenarios_writes_three_files_of_successes(oracle_ru
     assert [(r["scenario"], r["seed"]) for r in rows] == [(s, n) for s in SCENARIOS for n in (0, 1)]
     assert all(r["success"] is True and r["status"] == "graded" for r in rows)
     assert all(
-        r["policy"] == "oracle" and r["ruleset"] == "legacy" and r["run_id"] == "oracle-run" for r in rows
+        r["policy"] == "oracle" and r["ruleset"] == "legacy" and r["sweep_id"] == "oracle-run" for r in rows
     )
     assert len({r["config_hash"] for r in rows}) == 1 and rows[0]["config_hash"]
     low, high = REF["oracle"]["final_shaped_range"]
@@ -487,7 +487,7 @@ VERB_FLAGS = {
         "--samples",
         "--out",
         "--backend",
-        "--run-id",
+        "--sweep-id",
         "--config-hash",
     ],
     "replay": ["--ruleset", "--scenario", "--seed", "--sample-index", "--actions", "--trajectory"],

@@ -169,7 +169,7 @@ def _infra(result, error: str) -> None:
 
 IDENTITY_KEEP = {
     "record_version",
-    "run_id",
+    "sweep_id",
     "train_run",
     "ruleset",
     "ruleset_version",
@@ -198,7 +198,7 @@ def _baseline_cells(results: Path, rulesets: tuple[str, ...], scenarios: tuple[s
     for ruleset in rulesets:
         for policy in BASELINES:
             context = SweepContext(
-                run_id=f"fixture-{ruleset}-{policy}", policy=policy, config_hash=CONFIG_HASH
+                sweep_id=f"fixture-{ruleset}-{policy}", policy=policy, config_hash=CONFIG_HASH
             )
             shards: dict[str, list] = {}
             for scenario in scenarios_for(ruleset, scenarios):
@@ -343,7 +343,7 @@ def build(
     for name in ("qwen-1.5b", "qwen-coder-1.5b"):
         run = "coder" if name == "qwen-coder-1.5b" else "shaped"
         context = SweepContext(
-            run_id=f"fixture-base-{name}",
+            sweep_id=f"fixture-base-{name}",
             policy=MODELS[name]["policy"],
             checkpoint_step=0,
             config_hash=CONFIG_HASH,
@@ -361,7 +361,7 @@ def build(
         for step in STEPS:
             adapter = _adapter(run, step)
             context = SweepContext(
-                run_id=f"fixture-{run}-{step}",
+                sweep_id=f"fixture-{run}-{step}",
                 policy=f"{MODELS[spec['base_model']]['policy']}@results/train/{run}/checkpoint-{step}",
                 train_run=run,
                 checkpoint_step=step,
@@ -378,7 +378,7 @@ def build(
                 base,
                 missing,
             )
-    api = SweepContext(run_id="fixture-api", policy="openai:gpt-4o-mini", config_hash=CONFIG_HASH)
+    api = SweepContext(sweep_id="fixture-api", policy="openai:gpt-4o-mini", config_hash=CONFIG_HASH)
     _evaluation(
         results / "eval" / "api" / "gpt-4o-mini",
         api,
@@ -391,7 +391,7 @@ def build(
     # the same model through native tool calling: its own folder, rows marked harness "tools"
     _evaluation(
         results / "eval" / "api" / "gpt-4o-mini+tools",
-        replace(api, run_id="fixture-api-tools", harness="tools"),
+        replace(api, sweep_id="fixture-api-tools", harness="tools"),
         0.6,
         ("api-tools", None),
         scenarios,
@@ -405,7 +405,7 @@ def build(
         for step in steps:
             policy, train_run, adapter = _model_subject(run, step)
             context = SweepContext(
-                run_id=f"fixture-{run}-{step}-{ruleset}-{harness}",
+                sweep_id=f"fixture-{run}-{step}-{ruleset}-{harness}",
                 policy=policy,
                 train_run=train_run,
                 checkpoint_step=step,

@@ -58,7 +58,7 @@ def run_cell(out: Path, policy: str, scenarios: tuple[str, ...] = SCENARIOS, see
             seeds,
             "--out",
             str(out),
-            "--run-id",
+            "--sweep-id",
             f"report-tests-{policy}",
             "--config-hash",
             CONFIG_HASH,
@@ -81,7 +81,7 @@ def write_cell(out: Path, episodes: list[dict[str, Any]], drifts: list[dict[str,
 def infra_row(**overrides: Any) -> dict[str, Any]:
     return {
         **INFRA_CELL,
-        "run_id": "report-tests-infra",
+        "sweep_id": "report-tests-infra",
         "ruleset_version": "1",
         "env_version": "0.1.0",
         "tier": "medium",

@@ -240,11 +240,11 @@ def test_refuses_drift_rows_of_another_run(
     # one write, but rows that do not belong together (as a hand-assembled set would have)
     source = cells_root / "legacy" / "oracle"
     episodes = io.read_parquet_rows(source / "episodes.parquet")
-    drifts = [{**row, "run_id": "another-run"} for row in io.read_parquet_rows(source / "drifts.parquet")]
+    drifts = [{**row, "sweep_id": "another-run"} for row in io.read_parquet_rows(source / "drifts.parquet")]
     write_cell(tmp_path / "cell", episodes, drifts)
     assert aggregate([tmp_path / "cell"], tmp_path / "out") == 2
     line = error_line(capsys, "aggregate")
-    assert "a drift row of run another-run" in line and "do not belong together" in line
+    assert "a drift row of sweep another-run" in line and "do not belong together" in line
 
 
 def test_an_aggregate_removes_its_own_leftovers_and_nothing_else(cells_root: Path, tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ def test_write_json_is_readable_json_with_a_final_newline(tmp_path: Path) -> Non
 
 
 def test_parquet_round_trip_keeps_rows_and_schema_metadata(tmp_path: Path) -> None:
-    rows = [{"run_id": "r", "seed": 1, "score": 0.5, "success": True}, {"run_id": "r", "seed": 2}]
+    rows = [{"sweep_id": "r", "seed": 1, "score": 0.5, "success": True}, {"sweep_id": "r", "seed": 2}]
     path = tmp_path / "episodes.parquet"
     io.write_parquet(path, records.to_table(rows, records.EPISODE_COLUMNS))
     read = io.read_parquet_rows(path)

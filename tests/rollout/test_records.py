@@ -24,7 +24,7 @@ from schemashift.rollout.records import (
 
 # The column lists as specified, written out independently of the module under test.
 EPISODE_SPEC = """
-record_version:int32 run_id:string train_run:string ruleset:string ruleset_version:string env_version:string
+record_version:int32 sweep_id:string train_run:string ruleset:string ruleset_version:string env_version:string
 policy:string base_model:string adapter_sha256:string checkpoint_step:int64 harness:string scenario:string
 family:string tier:string seed:int64 split:string sample_index:int32 status:string error:string success:bool
 score:float64 completion:float64 drift_detection:float64 adaptation:float64 efficiency:float64
@@ -35,7 +35,7 @@ parse_failures:int32 drifts_fired:int32 drifts_detected:int32 tokens_in:int64 to
 generation_config:string config_hash:string git_sha:string image:string
 """
 DRIFT_SPEC = """
-record_version:int32 run_id:string train_run:string ruleset:string policy:string checkpoint_step:int64
+record_version:int32 sweep_id:string train_run:string ruleset:string policy:string checkpoint_step:int64
 harness:string scenario:string seed:int64 sample_index:int32 drift_index:int32 kind:string tool:string
 endpoint:string planned_step:int32 fired_step:int32 discovered_step:int32 reported_step:int32
 failed_step:int32 recovered_step:int32 steps_to_recover:int32
@@ -106,12 +106,12 @@ def test_importing_records_does_not_import_pyarrow() -> None:
 
 
 def test_missing_keys_become_null_and_record_version_is_filled() -> None:
-    table = to_table([{"run_id": "r1", "seed": 3}], EPISODE_COLUMNS)
+    table = to_table([{"sweep_id": "r1", "seed": 3}], EPISODE_COLUMNS)
     assert table.schema == records.episode_schema()
     assert table.schema.metadata == records.episode_schema().metadata
     (row,) = table.to_pylist()
     assert row["record_version"] == RECORD_SCHEMA_VERSION
-    assert row["run_id"] == "r1" and row["seed"] == 3
+    assert row["sweep_id"] == "r1" and row["seed"] == 3
     assert row["score"] is None and row["success"] is None and row["steps"] is None
 
 
@@ -170,7 +170,7 @@ def test_a_record_version_other_than_the_current_one_is_rejected() -> None:
 
 def test_a_row_that_is_not_a_mapping_is_rejected() -> None:
     with pytest.raises(TypeError, match="row 0: expected a mapping, got list"):
-        to_table([["run_id", "x"]], EPISODE_COLUMNS)  # type: ignore[list-item]
+        to_table([["sweep_id", "x"]], EPISODE_COLUMNS)  # type: ignore[list-item]
 
 
 def test_a_non_nullable_column_rejects_null() -> None:

@@ -30,9 +30,9 @@ def child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def run_to_completion(out: Path, run_id: str) -> None:
+def run_to_completion(out: Path, sweep_id: str) -> None:
     subprocess.run(
-        cli("run", *RUN, "--out", str(out), "--run-id", run_id),
+        cli("run", *RUN, "--out", str(out), "--sweep-id", sweep_id),
         env=child_env(),
         check=True,
         capture_output=True,
@@ -45,9 +45,9 @@ def temps(directory: Path) -> list[str]:
 
 def run_ids(directory: Path) -> set[str]:
     """The run ids the rows of all three files carry, read from the rows themselves."""
-    found = {row["run_id"] for row in io.read_parquet_rows(directory / "episodes.parquet")}
-    found |= {row["run_id"] for row in io.read_parquet_rows(directory / "drifts.parquet")}
-    found |= {t["run_id"] for t in io.read_jsonl(directory / "trajectories.jsonl.gz")}
+    found = {row["sweep_id"] for row in io.read_parquet_rows(directory / "episodes.parquet")}
+    found |= {row["sweep_id"] for row in io.read_parquet_rows(directory / "drifts.parquet")}
+    found |= {t["sweep_id"] for t in io.read_jsonl(directory / "trajectories.jsonl.gz")}
     return found
 
 
@@ -56,10 +56,10 @@ def assert_one_set(directory: Path) -> str:
     if not (directory / "episodes.parquet").exists():
         return "absent"
     resultset.check(directory)
-    (run_id,) = run_ids(directory)
+    (sweep_id,) = run_ids(directory)
     merged = aggregate.merge([directory])
-    assert set(merged.episodes.column("run_id").to_pylist()) == {run_id}
-    return run_id
+    assert set(merged.episodes.column("sweep_id").to_pylist()) == {sweep_id}
+    return sweep_id
 
 
 # -- the writer -------------------------------------------------------------------------------------
@@ -126,12 +126,12 @@ for name in ("replace", "unlink", "fsync"):
         Path.unlink = hooked
     else:
         setattr(os, name, hooked)
-rows = [{"run_id": sys.argv[3], "ruleset": "legacy", "policy": "p", "scenario": "s", "seed": 0,
+rows = [{"sweep_id": sys.argv[3], "ruleset": "legacy", "policy": "p", "scenario": "s", "seed": 0,
          "sample_index": 0, "status": "graded"}]
-drifts = [{**{k: rows[0][k] for k in ("run_id", "ruleset", "policy", "scenario", "seed", "sample_index")},
+drifts = [{**{k: rows[0][k] for k in ("sweep_id", "ruleset", "policy", "scenario", "seed", "sample_index")},
            "drift_index": 0}]
 resultset.write(target, records.to_table(rows, records.EPISODE_COLUMNS),
-                records.to_table(drifts, records.DRIFT_COLUMNS), [{"run_id": sys.argv[3]}])
+                records.to_table(drifts, records.DRIFT_COLUMNS), [{"sweep_id": sys.argv[3]}])
 """
 
 
@@ -141,9 +141,9 @@ def test_a_kill_in_every_gap_of_a_write_never_leaves_a_mixed_set(tmp_path: Path)
     renames and the final directory syncs."""
     out = tmp_path / "cell"
 
-    def write(run_id: str, kill_at: int) -> int:
+    def write(sweep_id: str, kill_at: int) -> int:
         done = subprocess.run(
-            [sys.executable, "-c", KILL_AT, str(out), str(kill_at), run_id],
+            [sys.executable, "-c", KILL_AT, str(out), str(kill_at), sweep_id],
             env=child_env(),
             capture_output=True,
         )
@@ -186,10 +186,10 @@ def test_run_killed_at_random_points_never_leaves_a_mixed_set(tmp_path: Path) ->
     outcomes: Counter[str] = Counter()
     left_temps = 0
     for number, when in enumerate([*timed, *watched]):
-        run_id = f"kill-{number}"
+        sweep_id = f"kill-{number}"
         before = assert_one_set(out)
         proc = subprocess.Popen(
-            cli("run", *RUN, "--out", str(out), "--run-id", run_id),
+            cli("run", *RUN, "--out", str(out), "--sweep-id", sweep_id),
             env=child_env(),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -199,13 +199,13 @@ def test_run_killed_at_random_points_never_leaves_a_mixed_set(tmp_path: Path) ->
         after = assert_one_set(out)
         if not killed:
             outcome = "finished"
-            assert after == run_id
+            assert after == sweep_id
         elif after == before:
             outcome = "old set"
         elif after == "absent":
             outcome = "no set (killed while writing)"
         else:
-            assert after == run_id
+            assert after == sweep_id
             outcome = "new set"
         outcomes[f"{when if isinstance(when, str) else 'timed'}: {outcome}"] += 1
         if temps(out):
@@ -266,7 +266,7 @@ def test_a_full_disk_keeps_the_old_set_and_reports_an_error(tmp_path: Path) -> N
     sizes = sorted(len(data) for data in before.values())
     for limit in (0, 100, *(size // 2 for size in sizes)):
         done = subprocess.run(
-            cli("run", *RUN, "--out", str(out), "--run-id", f"full-{limit}"),
+            cli("run", *RUN, "--out", str(out), "--sweep-id", f"full-{limit}"),
             env=child_env(),
             capture_output=True,
             text=True,

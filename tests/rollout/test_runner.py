@@ -62,8 +62,8 @@ def exact(value: Any) -> float:
     return float(Fraction(value)) if isinstance(value, str) else float(value)
 
 
-def context(policy: str, run_id: str = "run-test") -> SweepContext:
-    return SweepContext(run_id=run_id, policy=policy, config_hash="cfg-1234", git_sha="abc123")
+def context(policy: str, sweep_id: str = "run-test") -> SweepContext:
+    return SweepContext(sweep_id=sweep_id, policy=policy, config_hash="cfg-1234", git_sha="abc123")
 
 
 def sweep(
@@ -146,7 +146,7 @@ def test_episode_rows_carry_their_identity_and_fit_the_schema(sweeps: dict, poli
         assert row["family"] == row["scenario"]
         assert row["max_steps"] == max_steps[row["scenario"]]
         assert row["sample_index"] == 0
-        assert row["run_id"] == "run-test"
+        assert row["sweep_id"] == "run-test"
         assert row["config_hash"] == "cfg-1234"
         assert row["git_sha"] == "abc123"
         assert row["wall_s"] >= 0
@@ -166,7 +166,7 @@ def test_one_drift_row_per_planned_drift(sweeps: dict, policy: str) -> None:
         assert len(drifts) == PLANNED_DRIFTS[row["scenario"]], row["scenario"]
         assert [d["drift_index"] for d in drifts] == list(range(len(drifts)))
         for d in drifts:
-            assert (d["run_id"], d["policy"], d["scenario"], d["seed"], d["sample_index"]) == (
+            assert (d["sweep_id"], d["policy"], d["scenario"], d["seed"], d["sample_index"]) == (
                 "run-test",
                 policy,
                 row["scenario"],
@@ -220,7 +220,7 @@ def test_trajectory_steps_and_final_match_the_row(sweeps: dict, policy: str) -> 
         assert trajectory["status"] == "graded"
         assert trajectory["trajectory_version"] == 1
         for key in (
-            "run_id",
+            "sweep_id",
             "ruleset",
             "ruleset_version",
             "env_version",
@@ -476,11 +476,11 @@ def test_write_results_writes_nothing_when_a_drift_row_is_invalid(tmp_path: Path
         InProcessBackend(),
         make_policy("oracle"),
         cells(["legacy"], ["E1_onboard_new_hire"], [0]),
-        SweepContext(run_id="first", policy="oracle"),
+        SweepContext(sweep_id="first", policy="oracle"),
     )
     write_results(tmp_path, results)
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    results[0].record["run_id"] = "second"
+    results[0].record["sweep_id"] = "second"
     results[0].drifts[0]["fired_step"] = "one"
     with pytest.raises(TypeError):
         write_results(tmp_path, results)
@@ -499,7 +499,7 @@ def test_infra_error_rows_keep_what_the_catalogue_knows() -> None:
         InProcessBackend(),
         Broken(),
         cells(["legacy"], ["M2_weekly_report"], [3]),
-        SweepContext(run_id="r", policy="x"),
+        SweepContext(sweep_id="r", policy="x"),
     )
     record = result.record
     assert record["status"] == "infra_error"

@@ -62,7 +62,7 @@ def serving(
 
 
 #: columns that may differ between two plays of the same cell
-VOLATILE = frozenset({"run_id", "wall_s"})
+VOLATILE = frozenset({"sweep_id", "wall_s"})
 
 
 def comparable(value: Any) -> Any:

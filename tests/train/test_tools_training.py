@@ -62,7 +62,7 @@ def test_the_turn_loop_takes_a_step_per_call_and_scores_as_the_json_harness(scen
     pairs = ["\n".join(action_call_text(a) for a in plan[i : i + 2]) for i in range(0, len(plan), 2)]
     by_tools = play_texts(key, pairs, reward="v1", harness="tools")
     assert by_json[1] and by_tools[1] and by_json[2] == by_tools[2]
-    own = {"run_id", "harness", "wall_s"}
+    own = {"sweep_id", "harness", "wall_s"}
     assert {k: v for k, v in by_json[0].items() if k not in own} == {
         k: v for k, v in by_tools[0].items() if k not in own
     }

@@ -35,7 +35,7 @@ def test_each_scenario_gets_its_own_step_limit_and_the_oracle_finishes_within_it
 ):
     key = episode_key(ruleset_name, scenario, seed)
     limit = get_ruleset(ruleset_name).scenario_info(scenario).max_steps
-    assert TurnLoop(key, SweepContext(run_id="t", policy="texts")).limit == limit
+    assert TurnLoop(key, SweepContext(sweep_id="t", policy="texts")).limit == limit
 
     reward = "v1" if ruleset_name == "v1" else "legacy_cumulative"
     record, ended, _ = play_texts(key, _oracle_texts(ruleset_name, scenario, seed), reward=reward)
@@ -59,7 +59,7 @@ def test_unreadable_turns_never_outlast_the_limit_the_environment_ends_the_episo
 
 def test_a_loop_that_is_over_refuses_another_turn():
     key = episode_key("legacy", LEGACY.scenario_ids()[0], 0)
-    loop = TurnLoop(key, SweepContext(run_id="t", policy="texts"), max_turns=1)
+    loop = TurnLoop(key, SweepContext(sweep_id="t", policy="texts"), max_turns=1)
     assert loop.take(action_text({"type": "inspect_schema", "inspect": {"tool": "mail"}})) is False
     assert not loop.ended and not loop.running
     with pytest.raises(RuntimeError, match="is over"):

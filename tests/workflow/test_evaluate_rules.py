@@ -360,7 +360,7 @@ def texts_under(folder: Path) -> str:
     return "\n".join(parts)
 
 
-TIMING = {"wall_s", "run_id"}
+TIMING = {"wall_s", "sweep_id"}
 
 
 @pytest.mark.slow

@@ -39,7 +39,7 @@ SCENARIOS = ("E1_onboard_new_hire", "M2_weekly_report")
 SHARDS = [(policy, scenario, first) for policy in POLICIES for scenario in SCENARIOS for first in (0, 2)]
 N_CELLS = 16
 # Columns that differ between two runs of the same cell by design.
-VOLATILE = {"run_id", "wall_s", "git_sha"}
+VOLATILE = {"sweep_id", "wall_s", "git_sha"}
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+)")
 
 

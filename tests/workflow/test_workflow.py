@@ -105,9 +105,9 @@ def run_ids(copy: Path) -> dict[str, str]:
     """Shard folder -> the run id its rows carry (one `run` per shard)."""
     ids = {}
     for shard in SHARDS:
-        rows = read_rows(copy / shard_dir(*shard) / "episodes.parquet", ["run_id"])
-        assert len(rows) == len(SEEDS) and len({row["run_id"] for row in rows}) == 1
-        ids[shard_dir(*shard)] = rows[0]["run_id"]
+        rows = read_rows(copy / shard_dir(*shard) / "episodes.parquet", ["sweep_id"])
+        assert len(rows) == len(SEEDS) and len({row["sweep_id"] for row in rows}) == 1
+        ids[shard_dir(*shard)] = rows[0]["sweep_id"]
     return ids
 
 
@@ -342,7 +342,7 @@ def test_full_run_outputs(full_run):
         assert policy in html
 
 
-VOLATILE = {"run_id", "wall_s"}
+VOLATILE = {"sweep_id", "wall_s"}
 
 
 def stable(rows: list[dict]) -> list[dict]:
@@ -354,7 +354,7 @@ def stable(rows: list[dict]) -> list[dict]:
 def test_a_shards_records_equal_its_cells_played_one_by_one(full_run, tmp_path):
     """Shards change how cells are grouped into jobs, never a record: each cell played alone (one
     `schemashift run` per scenario and seed, as one job per cell did) gives the shard's episode
-    row column for column apart from run_id and wall_s, and the same drift rows and trajectory."""
+    row column for column apart from sweep_id and wall_s, and the same drift rows and trajectory."""
     env = subprocess_env({"PYTHONPATH": str(full_run)})
     for policy in POLICIES:
         shard = full_run / shard_dir(RULESET, policy, SCENARIOS[0])
@@ -628,7 +628,7 @@ def test_env_edit_reruns_and_shows_in_the_outputs(full_run, traced):
     assert not any(MARKER in f for f in finished_feedback(full_run / SHARD / "trajectories.jsonl.gz"))
     final = run_ids(full_run)
     merged = {
-        shard_dir(r["ruleset"], r["policy"], r["scenario"]): r["run_id"]
+        shard_dir(r["ruleset"], r["policy"], r["scenario"]): r["sweep_id"]
         for r in read_rows(full_run / "results" / "episodes.parquet")
     }
     assert merged == final

@@ -189,7 +189,7 @@ def planned_outputs(output: str) -> list[tuple[str, list[str]]]:
 
 
 #: columns that differ between two runs of one cell by design, and the image, compared apart
-VOLATILE = {"run_id", "wall_s", "image"}
+VOLATILE = {"sweep_id", "wall_s", "image"}
 
 
 def episode_rows(path: Path) -> list[dict]:

@@ -35,7 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="default",
         help="how the model acts: default (JSON actions in its text), tools (native tool calling), legacy",
     )
-    parser.add_argument("--run-id", default=None, help="identifier stamped on every row (default: new uuid)")
+    parser.add_argument(
+        "--sweep-id", default=None, help="the sweep's identifier, stamped on every row (default: new uuid)"
+    )
     parser.add_argument("--config-hash", default=None, help="config digest to stamp (default: of these args)")
     cache = parser.add_mutually_exclusive_group()
     cache.add_argument("--cache", default=None, help="response cache file (default: OUT/responses.sqlite)")
@@ -150,11 +152,11 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     sweep = ResumableSweep(out, "eval.json")
     try:
-        pinned = sweep.pin(args.run_id, digest, invocation)
+        pinned = sweep.pin(args.sweep_id, digest, invocation)
     except SweepConflict as exc:
         raise CliError(str(exc)) from None
     context = SweepContext(
-        run_id=pinned["run_id"],
+        sweep_id=pinned["sweep_id"],
         policy=args.policy,
         harness=args.harness,
         train_run=policy.train_run,

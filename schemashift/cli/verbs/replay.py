@@ -83,7 +83,7 @@ def _record(args: argparse.Namespace, ruleset: str, scenario: str, seed: int, ac
     if args.actions is None:
         raise CliError("--out records an episode from --actions, not from a stored trajectory")
     context = SweepContext(
-        run_id=uuid.uuid4().hex, policy=args.policy, harness=args.harness, git_sha=provenance.git_sha()
+        sweep_id=uuid.uuid4().hex, policy=args.policy, harness=args.harness, git_sha=provenance.git_sha()
     )
     result = record_actions(ruleset, scenario, seed, actions, context)
     try:

@@ -2,7 +2,7 @@
 
 A row's `config_hash` is the digest of what it was played with (ruleset and version, policy,
 split, samples), not of which other cells were played beside it: a cell's row is the same
-whether it was played alone or in a shard of many (apart from `run_id` and timing).
+whether it was played alone or in a shard of many (apart from `sweep_id` and timing).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: %(default)s)",
     )
     parser.add_argument(
-        "--run-id", default=None, help="identifier stamped on every row (default: a new uuid)"
+        "--sweep-id", default=None, help="the sweep's identifier, stamped on every row (default: a new uuid)"
     )
     parser.add_argument(
         "--config-hash",
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         "samples": args.samples,
     }
     context = SweepContext(
-        run_id=args.run_id or uuid.uuid4().hex,
+        sweep_id=args.sweep_id or uuid.uuid4().hex,
         policy=args.policy,
         config_hash=args.config_hash or provenance.config_hash(settings),
         git_sha=provenance.git_sha(),

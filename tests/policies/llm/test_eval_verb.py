@@ -52,7 +52,7 @@ def test_eval_with_an_api_model_writes_the_run_files(tmp_path: Path, capsys) -> 
         r["base_model"] == "m" and json.loads(r["generation_config"])["format_version"] == FORMAT_VERSION
         for r in rows
     )
-    assert len({r["run_id"] for r in rows}) == 1
+    assert len({r["sweep_id"] for r in rows}) == 1
     assert "4 resumed" in capsys.readouterr().out
 
 
@@ -100,7 +100,7 @@ def test_a_sigkilled_evaluation_resumes_to_the_uninterrupted_result(tiny_model: 
     def command(out: Path) -> list[str]:
         return [
             sys.executable, "-m", "schemashift.cli", "eval", "--policy", f"hf:{tiny_model}", "--scenarios",
-            SCENARIOS, "--seeds", "0-2", "--out", str(out), "--batch-size", "1", "--run-id", "r1",
+            SCENARIOS, "--seeds", "0-2", "--out", str(out), "--batch-size", "1", "--sweep-id", "r1",
             "--dtype", "float64", "--max-new-tokens", "128",
         ]  # fmt: skip
 
