@@ -1,5 +1,6 @@
 """The cell arguments that `run` and `eval` share (`--ruleset`, `--scenarios`, `--seeds`,
-`--split`, `--compositions`, `--samples`) and the cells they select (`rollout.selection`).
+`--split`, `--compositions`, `--samples`) and the cells they select (`rollout.selection`); the
+path options of the report verbs (`add_path_options`) and their Trackio `--project`.
 """
 
 from __future__ import annotations
@@ -41,3 +42,17 @@ def cells_of(args, ruleset) -> tuple[list[str], list[int]]:
         return select_cells(ruleset, args.scenarios, args.seeds, args.split, args.compositions)
     except CellSelectionError as exc:
         raise CliError(str(exc)) from None
+
+
+def add_path_options(parser, helps: dict[str, str], metavar: str = "FILE", required: bool = False) -> None:
+    """One option per flag -> help in `helps`, each a path shown as `metavar`; None unless given
+    (or `required`)."""
+    for flag, help_text in helps.items():
+        parser.add_argument(flag, required=required, default=None, metavar=metavar, help=help_text)
+
+
+def add_trackio_project(parser) -> None:
+    """--project: the Trackio project a Trackio folder holds (`report trackio`, `screenshots`)."""
+    parser.add_argument(
+        "--project", default=None, metavar="NAME", help="Trackio project (default: schemashift)"
+    )

@@ -17,6 +17,7 @@ from typing import Any
 import schemashift
 from schemashift.env.actions import InvalidAction
 from schemashift.env.rulesets import get_ruleset
+from schemashift.env.rulesets.base import RUBRIC_COLUMNS
 from schemashift.policies.base import Policy, complete_task
 from schemashift.rollout.backends import EnvBackend
 from schemashift.rollout.records import RECORD_SCHEMA_VERSION
@@ -272,12 +273,7 @@ def _as_text(action: Any) -> str:
 
 #: the episode outcome columns repeated at the end of a trajectory and in replay's `final`
 FINAL_KEYS = (
-    "completion",
-    "drift_detection",
-    "adaptation",
-    "efficiency",
-    "shaped_total",
-    "binary",
+    *RUBRIC_COLUMNS,
     "cumulative_reward",
     "success",
     "score",

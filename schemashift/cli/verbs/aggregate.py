@@ -9,6 +9,8 @@ HELP = "merge the episodes and drifts of result cells into two tables, optionall
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from schemashift.cli.options import add_path_options
+
     parser.add_argument(
         "--cells",
         nargs="+",
@@ -16,16 +18,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="cell directories (holding episodes.parquet and drifts.parquet) or directories above them",
     )
-    parser.add_argument("--out-episodes", required=True, metavar="FILE", help="merged episodes Parquet file")
-    parser.add_argument("--out-drifts", required=True, metavar="FILE", help="merged drifts Parquet file")
-    parser.add_argument(
-        "--manifest", default=None, metavar="FILE", help="also write this manifest (JSON) of what ran"
+    add_path_options(
+        parser,
+        {"--out-episodes": "merged episodes Parquet file", "--out-drifts": "merged drifts Parquet file"},
+        required=True,
     )
-    parser.add_argument(
-        "--expected",
-        default=None,
-        metavar="FILE",
-        help="JSON list of the expected cells: objects with ruleset, policy, scenario, seed, sample_index",
+    add_path_options(
+        parser,
+        {
+            "--manifest": "also write this manifest (JSON) of what ran",
+            "--expected": "JSON list of the expected cells: objects with ruleset, policy, scenario, seed, "
+            "sample_index",
+        },
     )
     parser.add_argument("--config-hash", default=None, help="config digest to record in the manifest")
     parser.add_argument(
@@ -35,14 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="directories holding training runs' metrics.parquet (and go_no_go.json, run.json)",
     )
-    parser.add_argument(
-        "--out-training", default=None, metavar="FILE", help="merged training metrics Parquet file"
-    )
-    parser.add_argument(
-        "--out-examples",
-        default=None,
-        metavar="FILE",
-        help="JSON file of three failed episodes per subject, as key steps from the trajectories",
+    add_path_options(
+        parser,
+        {
+            "--out-training": "merged training metrics Parquet file",
+            "--out-examples": "JSON file of three failed episodes per subject, as key steps from the "
+            "trajectories",
+        },
     )
 
 

@@ -20,48 +20,31 @@ PARTS = {
     "trackio": "a local Trackio project (a TRACKIO_DIR): one run per training run, eval and training metrics",
 }
 
+#: the optional inputs every part reads, besides --episodes: option -> help
+INPUTS = {
+    "--drifts": "aggregated drifts Parquet file",
+    "--training-metrics": "training metrics Parquet file",
+    "--manifest": "manifest.json written by `schemashift aggregate`",
+    "--config": "workflow config (YAML or JSON): models, training runs",
+    "--examples": "failed-episode examples `aggregate` wrote",
+}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from schemashift.cli.options import add_path_options, add_trackio_project
+
     parts = parser.add_subparsers(title="parts", dest="part", metavar="PART", required=True)
     for name, help_text in PARTS.items():
         part = parts.add_parser(name, help=help_text, description=help_text)
-        part.add_argument(
-            "--episodes", required=True, metavar="FILE", help="aggregated episodes Parquet file"
-        )
-        part.add_argument("--drifts", default=None, metavar="FILE", help="aggregated drifts Parquet file")
-        part.add_argument(
-            "--training-metrics", default=None, metavar="FILE", help="training metrics Parquet file"
-        )
-        part.add_argument(
-            "--manifest",
-            default=None,
-            metavar="FILE",
-            help="manifest.json written by `schemashift aggregate`",
-        )
-        part.add_argument(
-            "--config",
-            default=None,
-            metavar="FILE",
-            help="workflow config (YAML or JSON): models, training runs",
-        )
-        part.add_argument(
-            "--examples", default=None, metavar="FILE", help="failed-episode examples `aggregate` wrote"
-        )
+        add_path_options(part, {"--episodes": "aggregated episodes Parquet file"}, required=True)
+        add_path_options(part, INPUTS)
         part.add_argument("--out", required=True, metavar="DIR", help="output directory")
         if name == "tables":
-            part.add_argument(
-                "--summary", default=None, metavar="FILE", help="summary.md path (default: DIR/summary.md)"
-            )
+            add_path_options(part, {"--summary": "summary.md path (default: DIR/summary.md)"})
         if name == "trackio":
-            part.add_argument(
-                "--figures",
-                default=None,
-                metavar="DIR",
-                help="directory `report figures` wrote: its interval figures are attached as media",
-            )
-            part.add_argument(
-                "--project", default=None, metavar="NAME", help="Trackio project (default: schemashift)"
-            )
+            figures = "directory `report figures` wrote: its interval figures are attached as media"
+            add_path_options(part, {"--figures": figures}, "DIR")
+            add_trackio_project(part)
             part.add_argument(
                 "--publish",
                 default=None,
@@ -78,12 +61,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             )
             part.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
         if name == "html":
-            part.add_argument(
-                "--tables", required=True, metavar="DIR", help="directory `report tables` wrote (tables.json)"
-            )
-            part.add_argument(
-                "--figures", required=True, metavar="DIR", help="directory `report figures` wrote"
-            )
+            written = {
+                "--tables": "directory `report tables` wrote (tables.json)",
+                "--figures": "directory `report figures` wrote",
+            }
+            add_path_options(part, written, "DIR", required=True)
 
 
 def run(args: argparse.Namespace) -> int:

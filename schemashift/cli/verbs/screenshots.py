@@ -14,16 +14,11 @@ HELP = "PNG screenshots of report.html (file://) and the Trackio dashboard (127.
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--report", default=None, metavar="FILE", help="report.html to open from file://")
-    parser.add_argument(
-        "--trackio",
-        default=None,
-        metavar="DIR",
-        help="TRACKIO_DIR `report trackio` wrote, to serve and shoot",
-    )
-    parser.add_argument(
-        "--project", default=None, metavar="NAME", help="Trackio project (default: schemashift)"
-    )
+    from schemashift.cli.options import add_path_options, add_trackio_project
+
+    add_path_options(parser, {"--report": "report.html to open from file://"})
+    add_path_options(parser, {"--trackio": "TRACKIO_DIR `report trackio` wrote, to serve and shoot"}, "DIR")
+    add_trackio_project(parser)
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for report.png and trackio.png")
 
 

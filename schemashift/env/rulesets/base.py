@@ -42,6 +42,10 @@ from schemashift.env.episode import DriftEvent, Episode, ScenarioInfo, Task
 #: no response (a report or completion that answers nothing, a no-op)
 Response = dict[str, Any]
 
+#: the `episodes` record columns of the rubric: its components and the final step's shaped and
+#: binary reward (a ruleset whose reward has them copies them from its last step's reward)
+RUBRIC_COLUMNS = ("completion", "drift_detection", "adaptation", "efficiency", "shaped_total", "binary")
+
 
 class UnknownScenario(KeyError):
     """A scenario id the ruleset does not define."""

@@ -217,12 +217,14 @@ def _repair_tail(text: str) -> Any:
     return None
 
 
-def _last_open_object(text: str) -> int | None:
-    """Where the outermost object that is never closed begins (strings count only inside one)."""
-    depth, start = 0, None
-    strings = _Strings()
+def _brace_spans(text: str, strings: _Strings | None = None) -> Iterator[tuple[int, int | None]]:
+    """(start, end) of each top-level `{...}` a brace-depth counter finds in `text`, in order, then
+    (start, None) for the outermost one left open, if any. With `strings`, braces inside string
+    literals do not count (a quote opens a string only inside an object); without, every brace does.
+    """
+    depth, start = 0, 0
     for i, ch in enumerate(text):
-        if not strings.structural(ch, may_open=depth > 0):
+        if strings is not None and not strings.structural(ch, may_open=depth > 0):
             continue
         if ch == "{":
             if depth == 0:
@@ -230,7 +232,18 @@ def _last_open_object(text: str) -> int | None:
             depth += 1
         elif ch == "}" and depth:
             depth -= 1
-    return start if depth else None
+            if depth == 0:
+                yield start, i + 1
+    if depth:
+        yield start, None
+
+
+def _last_open_object(text: str) -> int | None:
+    """Where the outermost object that is never closed begins (strings count only inside one)."""
+    last = None
+    for span in _brace_spans(text, _Strings()):
+        last = span
+    return last[0] if last is not None and last[1] is None else None
 
 
 _DANGLING = re.compile(r'(?:,\s*"(?:[^"\\]|\\.)*"\s*:?\s*|,\s*|:\s*)$')
@@ -252,21 +265,15 @@ def legacy_parse(text: Any, tools: Collection[str], drift_kinds: Collection[str]
     the first chunk that decodes and validates."""
     try:
         raw = _LEGACY_FENCE.sub("", _as_text(text)[:MAX_CHARS])
-        depth, start = 0, None
-        for i, ch in enumerate(raw):
-            if ch == "{":
-                if depth == 0:
-                    start = i
-                depth += 1
-            elif ch == "}" and depth:
-                depth -= 1
-                if depth == 0 and start is not None:
-                    try:
-                        data = json.loads(raw[start : i + 1])
-                        action = parse_action(data, tools, drift_kinds)
-                    except (ValueError, RecursionError, InvalidAction):
-                        continue
-                    return ParseResult(action.to_dict(), valid=True)
+        for start, end in _brace_spans(raw):
+            if end is None:
+                break
+            try:
+                data = json.loads(raw[start:end])
+                action = parse_action(data, tools, drift_kinds)
+            except (ValueError, RecursionError, InvalidAction):
+                continue
+            return ParseResult(action.to_dict(), valid=True)
         return ParseResult(None, "no valid action JSON")
     except Exception as exc:  # noqa: BLE001 - the contract is that parsing never raises
         return ParseResult(None, f"parser failure: {type(exc).__name__}: {exc}")

@@ -22,6 +22,7 @@ from schemashift.env.actions import (
 from schemashift.env.episode import DriftEvent, Episode, ScenarioInfo, Task
 from schemashift.env.frozen import EMPTY_LIST, FrozenDict, FrozenList, freeze
 from schemashift.env.rulesets.base import (
+    RUBRIC_COLUMNS,
     Response,
     Ruleset,
     UnknownScenario,
@@ -341,17 +342,7 @@ class LegacyRuleset(Ruleset):
     # -- records ----------------------------------------------------------------------------------------
     def summary(self, ep: Episode) -> dict[str, Any]:
         last = ep.history[-1]["reward"] if ep.history else None
-        row = {
-            key: (last[key] if last else None)
-            for key in (
-                "completion",
-                "drift_detection",
-                "adaptation",
-                "efficiency",
-                "shaped_total",
-                "binary",
-            )
-        }
+        row = {key: (last[key] if last else None) for key in RUBRIC_COLUMNS}
         row.update(
             cumulative_reward=ep.cumulative_reward,
             success=bool(last and last["binary"] == 1.0),

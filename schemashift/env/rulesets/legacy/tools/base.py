@@ -31,6 +31,18 @@ def copy_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [dict(record) for record in records]
 
 
+class NotFound(LookupError):
+    """A handler's record does not exist: the call answers 404 with this message."""
+
+
+def find_record(records: list[dict[str, Any]], key: str, value: Any, noun: str) -> dict[str, Any]:
+    """The first record whose `key` is `value`; NotFound ("<noun> <value> not found") where none is."""
+    for record in records:
+        if record.get(key) == value:
+            return record
+    raise NotFound(f"{noun} {value} not found")
+
+
 class UnsupportedDrift(ValueError):
     """A drift (kind, endpoint) pair that a tool has no handler for."""
 
@@ -78,8 +90,9 @@ class EndpointSchema:
 class Tool:
     """Base class: schema-checked dispatch to handlers, plus a registry of drift handlers.
 
-    Subclasses define `name`, `baseline_schemas()` and the handlers, and register drift
-    handlers in `drift_handlers` keyed by (kind, endpoint-or-None).
+    Subclasses define `name`, `baseline_schemas()` and the handlers (a method named as its
+    endpoint), and register drift handlers in `drift_handlers` keyed by (kind, endpoint-or-None).
+    A handler raises NotFound (`find_record`) for a record that does not exist.
     """
 
     name: str = ""
@@ -111,8 +124,9 @@ class Tool:
         raise NotImplementedError
 
     def baseline_handlers(self) -> dict[str, Handler]:
-        """Endpoint -> bound method serving it; read once per class."""
-        raise NotImplementedError
+        """Endpoint -> bound method serving it; read once per class. By default each baseline
+        endpoint is served by the method of its name."""
+        return {name: getattr(self, name) for name in self._templates}
 
     def load(self, seed_data: dict[str, Any]) -> None:
         """Populate the tool's state from the scenario's seed data (shared: copy what you keep)."""
@@ -138,7 +152,10 @@ class Tool:
         handler = self.handlers.get(endpoint)
         if handler is None:
             return fail(501, f"Endpoint '{endpoint}' has no implementation on {self.name}.")
-        return handler(self, params)
+        try:
+            return handler(self, params)
+        except NotFound as exc:
+            return fail(404, str(exc))
 
     def apply_drift(self, kind: str, endpoint: str | None, details: dict[str, Any]) -> None:
         table = _DRIFT_TABLES.get(type(self))

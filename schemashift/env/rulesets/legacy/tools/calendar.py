@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemashift.env.rulesets.legacy.tools.base import EndpointSchema, Response, Tool, copy_records, fail, ok
+from schemashift.env.rulesets.legacy.tools.base import (
+    EndpointSchema,
+    Response,
+    Tool,
+    copy_records,
+    find_record,
+    ok,
+)
 
 PAGE_SIZE = 10
 _UPDATABLE = ("title", "start", "end", "attendees", "participants", "location", "status")
@@ -61,14 +68,6 @@ class CalendarTool(Tool):
             ),
         ]
 
-    def baseline_handlers(self):
-        return {
-            "list_events": self.list_events,
-            "create_event": self.create_event,
-            "update_event": self.update_event,
-            "delete_event": self.delete_event,
-        }
-
     def load(self, seed_data: dict[str, Any]) -> None:
         self.events: list[dict[str, Any]] = copy_records(seed_data.get("events", []))
         self.next_id = len(self.events) + 1
@@ -79,11 +78,8 @@ class CalendarTool(Tool):
             ("tool_removal", "delete_event"): self._remove_delete,
         }
 
-    def _find(self, event_id: Any) -> dict[str, Any] | None:
-        for event in self.events:
-            if event.get("event_id") == event_id:
-                return event
-        return None
+    def _find(self, params: dict[str, Any]) -> dict[str, Any]:
+        return find_record(self.events, "event_id", params.get("event_id"), "event")
 
     # -- handlers -----------------------------------------------------------------------------
     def list_events(self, params: dict[str, Any]) -> Response:
@@ -117,22 +113,16 @@ class CalendarTool(Tool):
         return ok(dict(event))
 
     def update_event(self, params: dict[str, Any]) -> Response:
-        event_id = params.get("event_id")
-        event = self._find(event_id)
-        if event is None:
-            return fail(404, f"event {event_id} not found")
+        event = self._find(params)
         for key in _UPDATABLE:
             if key in params:
                 event[key] = params[key]
         return ok(dict(event))
 
     def delete_event(self, params: dict[str, Any]) -> Response:
-        event_id = params.get("event_id")
-        event = self._find(event_id)
-        if event is None:
-            return fail(404, f"event {event_id} not found")
+        event = self._find(params)
         self.events.remove(event)
-        return ok({"deleted": True, "event_id": event_id})
+        return ok({"deleted": True, "event_id": params.get("event_id")})
 
     # -- drift -----------------------------------------------------------------------------------
     def _rename_attendees(self, details: dict[str, Any]) -> None:

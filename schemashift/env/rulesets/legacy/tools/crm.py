@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemashift.env.rulesets.legacy.tools.base import EndpointSchema, Response, Tool, copy_records, fail, ok
+from schemashift.env.rulesets.legacy.tools.base import (
+    EndpointSchema,
+    Response,
+    Tool,
+    copy_records,
+    fail,
+    find_record,
+    ok,
+)
 
 STORED_EMAIL = "customer_email"
 RENAMED_EMAIL = "email_address"
@@ -66,14 +74,6 @@ class CrmTool(Tool):
             ),
         ]
 
-    def baseline_handlers(self):
-        return {
-            "search_contacts": self.search_contacts,
-            "get_contact": self.get_contact,
-            "create_contact": self.create_contact,
-            "update_contact": self.update_contact,
-        }
-
     def load(self, seed_data: dict[str, Any]) -> None:
         self.contacts: list[dict[str, Any]] = copy_records(seed_data.get("contacts", []))
         self.next_id = len(self.contacts) + 1
@@ -108,11 +108,8 @@ class CrmTool(Tool):
             out[RENAMED_EMAIL] = out.pop(STORED_EMAIL)
         return out
 
-    def _find(self, contact_id: Any) -> dict[str, Any] | None:
-        for contact in self.contacts:
-            if contact.get("contact_id") == contact_id:
-                return contact
-        return None
+    def _find(self, params: dict[str, Any]) -> dict[str, Any]:
+        return find_record(self.contacts, "contact_id", params.get("contact_id"), "contact")
 
     # -- handlers -----------------------------------------------------------------------------
     def search_contacts(self, params: dict[str, Any]) -> Response:
@@ -132,10 +129,7 @@ class CrmTool(Tool):
         return ok({"contacts": [self._project(c) for c in hits], "total": len(hits)})
 
     def get_contact(self, params: dict[str, Any]) -> Response:
-        contact_id = params.get("contact_id")
-        contact = self._find(contact_id)
-        if contact is None:
-            return fail(404, f"contact {contact_id} not found")
+        contact = self._find(params)
         return ok(self._project(contact))
 
     def create_contact(self, params: dict[str, Any]) -> Response:
@@ -151,10 +145,7 @@ class CrmTool(Tool):
         return ok(self._project(contact))
 
     def update_contact(self, params: dict[str, Any]) -> Response:
-        contact_id = params.get("contact_id")
-        contact = self._find(contact_id)
-        if contact is None:
-            return fail(404, f"contact {contact_id} not found")
+        contact = self._find(params)
         if RENAMED_EMAIL in params:
             params = {**params, STORED_EMAIL: params[RENAMED_EMAIL]}
         for key in _UPDATABLE:

@@ -47,13 +47,6 @@ class MailTool(Tool):
             ),
         ]
 
-    def baseline_handlers(self):
-        return {
-            "list_messages": self.list_messages,
-            "send_message": self.send_message,
-            "get_message": self.get_message,
-        }
-
     def load(self, seed_data: dict[str, Any]) -> None:
         self.mailbox: list[dict[str, Any]] = copy_records(seed_data.get("messages", []))
         self.sent_messages: list[dict[str, Any]] = []
