@@ -44,6 +44,21 @@ class Stack:
         return self.torch_build == "cuda"
 
 
+def gpu_stack(name: str, pins_note: str) -> Stack:
+    """A stack of the GPU image, named as its backend module: its extra, `envs/train-<name>.yaml`
+    and the `train-<name>` wheelhouse follow from the name."""
+    return Stack(
+        name=name,
+        extra=name,
+        conda_env=f"envs/train-{name}.yaml",
+        image=GPU_IMAGE,
+        wheelhouse=f"train-{name}",
+        torch_build="cuda",
+        pins_note=pins_note,
+        module=name,
+    )
+
+
 STACKS: dict[str, Stack] = {
     stack.name: stack
     for stack in (
@@ -59,29 +74,13 @@ STACKS: dict[str, Stack] = {
                 "datasets 5.2; no vLLM or Unsloth, which pin older ones and need CUDA"
             ),
         ),
-        Stack(
-            name="vllm",
-            extra="vllm",
-            conda_env="envs/train-vllm.yaml",
-            image=GPU_IMAGE,
-            wheelhouse="train-vllm",
-            torch_build="cuda",
-            module="vllm",
-            pins_note=(
-                "vLLM 0.31 requires torch 2.13.0 and transformers < 5.18: transformers 5.17, datasets 4.8"
-            ),
+        gpu_stack(
+            "vllm",
+            "vLLM 0.31 requires torch 2.13.0 and transformers < 5.18: transformers 5.17, datasets 4.8",
         ),
-        Stack(
-            name="unsloth",
-            extra="unsloth",
-            conda_env="envs/train-unsloth.yaml",
-            image=GPU_IMAGE,
-            wheelhouse="train-unsloth",
-            torch_build="cuda",
-            module="unsloth",
-            pins_note=(
-                "Unsloth 2026.10 requires TRL <= 1.15 and transformers <= 5.17: TRL 1.15, transformers 5.17"
-            ),
+        gpu_stack(
+            "unsloth",
+            "Unsloth 2026.10 requires TRL <= 1.15 and transformers <= 5.17: TRL 1.15, transformers 5.17",
         ),
     )
 }

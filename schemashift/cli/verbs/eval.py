@@ -158,12 +158,7 @@ def run(args: argparse.Namespace) -> int:
     context = SweepContext(
         sweep_id=pinned["sweep_id"],
         policy=args.policy,
-        harness=args.harness,
-        train_run=policy.train_run,
-        base_model=policy.base_model,
-        adapter_sha256=policy.adapter_sha256,
-        checkpoint_step=policy.checkpoint_step,
-        generation_config=policy.generation_config(),
+        **policy.row_identity(),
         config_hash=digest,
         git_sha=provenance.git_sha(),
         image=provenance.image(),

@@ -111,6 +111,19 @@ class ModelPolicy:
         self.last_parse_failed = False
         self.last_text: str | None = None
 
+    def row_identity(self) -> dict[str, Any]:
+        """What its rows say about the model (`rollout.runner.SweepContext` fields): the harness,
+        the weights (base model, adapter hash, the training run and step its manifest records)
+        and the decoding (`generation_config`)."""
+        return {
+            "harness": self.harness,
+            "train_run": self.train_run,
+            "base_model": self.base_model,
+            "adapter_sha256": self.adapter_sha256,
+            "checkpoint_step": self.checkpoint_step,
+            "generation_config": self.generation_config(),
+        }
+
     def generation_config(self) -> str:
         """The `generation_config` column: everything about decoding and prompting, as JSON."""
         config = {
