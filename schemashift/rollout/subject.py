@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from schemashift.policies.llm.harnesses import DEFAULT_HARNESS, get_harness
+from schemashift.policies.llm.harnesses import DEFAULT_HARNESS, HARNESSES, get_harness
 
 #: between a subject's name and a harness other than the default one, in folders
 #: (results/eval/api/<model>+tools/) and labels (`openai:gpt-4o-mini+tools`) alike
@@ -81,7 +81,7 @@ class Subject:
     def parse(cls, label: str, kind: str) -> Subject:
         """The subject of a label (see `label`) of a known kind."""
         base, mark, harness = label.rpartition(HARNESS_MARK)
-        if not mark or not harness.isidentifier():
+        if not mark or harness not in HARNESSES:  # a `+` of the name itself (`openai:a+b`)
             base, harness = label, None
         head, mark, step = base.rpartition(STEP_MARK)
         if mark and (step.isdigit() or (kind == "checkpoint" and step == "final")):
