@@ -56,3 +56,20 @@ CODE = {
 }
 # Remote executors hand these to the jobs; their values never appear in a command or a log.
 workflow.register_envvars(*PLAN.api_key_variables())
+
+
+# Captions of `snakemake --report` (workflow/report/, relative to the rule files; the workflow's description is
+# workflow/report/workflow.rst, named in the Snakefile): what each output shows, how it was
+# computed and how to read it.
+CAPTIONS = "../report"
+
+
+def figure_caption(stem: str) -> str:
+    """A figure's caption: one per figure, the per-ruleset overviews one per metric."""
+    from schemashift.report.figures import METRICS
+
+    for ruleset in config["rulesets"]:
+        metric = stem.removeprefix(f"{ruleset}_")
+        if metric != stem and metric in METRICS:
+            return f"{CAPTIONS}/figures/{metric}.rst"
+    return f"{CAPTIONS}/figures/{stem}.rst"

@@ -106,8 +106,9 @@ def job_shell(name: str) -> str:
 
 
 def image_input(role: str) -> dict:
-    """The `input:` entry of a rule whose jobs run in an image under the job engine: its job shell,
-    `ancient` (made with the image's record: rebuilding the same image reruns nothing).
+    """The `input:` entry for the jobs of a rule that run in an image under the job engine. It is
+    the image's job shell, `ancient` (made with the image's record: rebuilding the same image
+    reruns nothing).
     """
     if JOB_ENGINE is None:
         return {}

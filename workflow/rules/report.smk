@@ -1,24 +1,9 @@
 """Tables, figures and the self-contained HTML report; each part reruns only when its code changes."""
 
-from schemashift.report.figures import METRICS, stems
+from schemashift.report.figures import stems
 
 # Every figure `schemashift report figures` writes (the same set whatever the data).
 FIGURES = stems(config["rulesets"])
-# Captions of `snakemake --report` (workflow/report/; the workflow's description is
-# workflow/report/workflow.rst, named in the Snakefile): what each output shows, how it was
-# computed and how to read it.
-CAPTIONS = "../report"
-
-
-def figure_caption(stem: str) -> str:
-    """A figure's caption: one per figure, the per-ruleset overviews one per metric."""
-    for ruleset in config["rulesets"]:
-        metric = stem.removeprefix(f"{ruleset}_")
-        if metric != stem and metric in METRICS:
-            return f"{CAPTIONS}/figures/{metric}.rst"
-    return f"{CAPTIONS}/figures/{stem}.rst"
-
-
 # The inputs every report part reads.
 REPORT_INPUTS = dict(
     episodes=rules.aggregate.output.episodes,
