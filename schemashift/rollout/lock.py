@@ -92,8 +92,9 @@ def hold(folder: str | os.PathLike[str], verb: str, beside: bool = False) -> Ite
         )
     since = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     me = {"pid": os.getpid(), "host": socket.gethostname(), "verb": verb, "since": since}
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, (json.dumps(me) + "\n").encode(), 0)
+    with contextlib.suppress(OSError):  # the description only serves the message: a full disk
+        os.ftruncate(fd, 0)  # leaves it empty, and the verb then reports the full disk itself
+        os.pwrite(fd, (json.dumps(me) + "\n").encode(), 0)
     try:
         yield path
     finally:
