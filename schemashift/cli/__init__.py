@@ -2,7 +2,10 @@
 
 A verb module defines NAME (str), HELP (one line), add_arguments(parser) and run(args) -> int,
 and imports heavy dependencies inside `run` only, so `schemashift --help` stays fast. Adding a
-verb means adding a module; nothing here changes.
+verb means adding a module; nothing here changes. A verb that writes folders also defines
+writes(args) -> {option: folder}: `main` holds each folder's lock (`rollout.lock`) while the verb
+runs, so a second writer into one folder is refused at once with a line naming the holder
+(BUILDS_FOLDER_BY_RENAME = True puts the lock beside a folder the verb renames into place).
 
 Whatever a verb raises ends as one line, `schemashift <verb>: error: <message>`, and a non-zero
 status, never a traceback: CliError and the errors that bad input causes (unreadable or
@@ -15,11 +18,12 @@ files, so `--help` works whatever the environment holds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import pkgutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import ModuleType
 
 import schemashift
@@ -64,7 +68,11 @@ def build_parser(verbs: dict[str, ModuleType]) -> argparse.ArgumentParser:
         module = verbs[name]
         verb_parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(verb_parser)
-        verb_parser.set_defaults(_run=module.run)
+        verb_parser.set_defaults(
+            _run=module.run,
+            _writes=getattr(module, "writes", None),
+            _beside=getattr(module, "BUILDS_FOLDER_BY_RENAME", False),
+        )
     return parser
 
 
@@ -77,7 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 2)
     try:
-        return args._run(args)
+        with _writer_locks(args):
+            return args._run(args)
     except KeyboardInterrupt:
         print(f"schemashift {args.verb}: interrupted", file=sys.stderr)
         return INTERRUPTED
@@ -87,6 +96,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"schemashift {args.verb}: error: {message}", file=sys.stderr)
         return status
+
+
+@contextlib.contextmanager
+def _writer_locks(args: argparse.Namespace) -> Iterator[None]:
+    """Hold the lock of every folder the verb writes (its `writes(args)`: option -> folder) while
+    it runs, so a second writer into one of them is refused at once, naming the holder. A path
+    that exists and is not a folder is left to the verb to refuse."""
+    from schemashift.rollout.lock import FolderBusy, describe, hold
+
+    folders = args._writes(args) if args._writes is not None else {}
+    label = " ".join(filter(None, [args.verb, getattr(args, "part", None)]))
+    with contextlib.ExitStack() as stack:
+        for option, folder in sorted(folders.items(), key=lambda item: str(item[1])):
+            if folder is None or (os.path.exists(folder) and not os.path.isdir(folder)):
+                continue
+            try:
+                stack.enter_context(hold(folder, label, beside=args._beside))
+            except FolderBusy as exc:
+                raise CliError(
+                    f"{option} {folder} is being written by {describe(exc.holder)}; wait for it "
+                    "to finish or write elsewhere"
+                ) from None
+        yield
 
 
 BAD_INPUT = 2

@@ -74,6 +74,7 @@ def merge(dirs: Iterable[str | Path], exclude: Iterable[str | Path] = ()) -> Mer
         episodes = read_table(cell.episodes, "episodes")
         drifts = read_table(cell.drifts, "drifts")
         _check_drift_keys(cell, episodes, drifts)
+        _check_trajectories(cell)
         for row in episodes.select(["status", *EPISODE_IDENTITY]).to_pylist():
             if row["status"] not in STATUSES:
                 raise ReportError(f"{cell.episodes}: unknown episode status {row['status']!r}")
@@ -92,6 +93,17 @@ def merge(dirs: Iterable[str | Path], exclude: Iterable[str | Path] = ()) -> Mer
     if episodes.num_rows == 0:
         raise ReportError(f"the {len(cells)} episodes file(s) under {', '.join(map(str, dirs))} hold no rows")
     return Merged(episodes, drifts, cells)
+
+
+def _check_trajectories(cell: CellFiles) -> None:
+    """The cell's trajectories file is complete: read to its end, its length and CRC checked,
+    whether or not examples are asked for (a truncated file is refused, not half read)."""
+    from schemashift.rollout import io
+
+    try:
+        io.count_lines(cell.directory / TRAJECTORIES_FILE)
+    except ValueError as exc:
+        raise ReportError(f"{exc}; rerun this cell") from None
 
 
 def _check_drift_keys(cell: CellFiles, episodes: pa.Table, drifts: pa.Table) -> None:

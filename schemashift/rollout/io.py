@@ -245,6 +245,25 @@ def read_jsonl(path: PathLike) -> Iterator[dict[str, Any]]:
             raise ValueError(f"{path}: corrupt gzip data after line {number}: {exc}") from None
 
 
+def count_lines(path: PathLike) -> int:
+    """The number of lines of a JSON-lines file, gzip'ed or plain, read to its end: a gzip file
+    that is truncated or corrupt (its length and CRC are checked at the end), or text that does
+    not end with a newline, raises ValueError naming the file. Lines are not parsed."""
+    with open(path, "rb") as probe:
+        compressed = probe.read(2) == GZIP_MAGIC
+    lines, last = 0, b"\n"
+    with gzip.open(path, "rb") if compressed else open(path, "rb") as f:
+        try:
+            while chunk := f.read(1 << 20):
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise ValueError(f"{path}: truncated or corrupt gzip data after line {lines}: {exc}") from None
+    if last != b"\n":
+        raise ValueError(f"{path}: truncated: its last line ends without a newline (after line {lines})")
+    return lines
+
+
 def read_parquet_rows(path: PathLike) -> list[dict[str, Any]]:
     """All rows of a Parquet file as dicts, nulls as None."""
     import pyarrow.parquet as pq

@@ -126,20 +126,35 @@ class Plan:
 
         key = f"{ruleset}/baselines" if baselines else ruleset
         if key not in self._cells:
-            where = f"evaluation.{ruleset}.baseline_seeds" if baselines else f"evaluation.{ruleset}"
+            # the key that holds the seeds: baseline_seeds only where the config sets it
+            seeds_key = (
+                "baseline_seeds"
+                if baselines and "baseline_seeds" in self.config["evaluation"].get(ruleset, {})
+                else "seeds"
+            )
             try:
                 scenarios, seeds = select_cells(self._ruleset(ruleset), **self.selection(ruleset, baselines))
             except CellSelectionError as exc:  # the message `run` and `eval` give, said of the config
-                raise ConfigError(f"{where}: {exc}") from None
+                raise ConfigError(self._said_of_config(ruleset, seeds_key, str(exc))) from None
             if baselines:
                 unplayed = sorted({seed for _, seed in self.cells(ruleset)} - set(seeds))
                 if unplayed:
                     raise ConfigError(
-                        f"{where} must hold the models' seeds; it lacks {unplayed[:5]} (models are "
-                        "compared with the baselines on the cells both play)"
+                        f"evaluation.{ruleset}.baseline_seeds must hold the models' seeds; it lacks "
+                        f"{unplayed[:5]} (models are compared with the baselines on the cells both play)"
                     )
             self._cells[key] = [(scenario, seed) for scenario in scenarios for seed in seeds]
         return self._cells[key]
+
+    @staticmethod
+    def _said_of_config(ruleset: str, seeds_key: str, message: str) -> str:
+        """A cell selection's message (`--seeds: ...`) said of the config key that holds the bad
+        value (`evaluation.<ruleset>.seeds: ...`, or `.baseline_seeds` where that holds it)."""
+        flags = {"--seeds": seeds_key, "--scenarios": "scenarios", "--split": "split"}
+        flag, sep, rest = message.partition(": ")
+        if sep and flag in flags:
+            return f"evaluation.{ruleset}.{flags[flag]}: {rest}"
+        return f"evaluation.{ruleset}: {message}"
 
     def cells_args(self, ruleset: str) -> str:
         """The cell options of a model's `eval` over a ruleset's evaluation cells (what `cells`

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
+import struct
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -220,6 +223,44 @@ def test_refuses_an_incomplete_directory(
     (cell / removed).unlink()
     assert aggregate([cell], tmp_path / "out") == 2
     assert f"incomplete result set, no {removed}" in error_line(capsys, "aggregate")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupt", "cut mid-line"])
+@pytest.mark.parametrize("examples", [False, True])
+def test_refuses_a_truncated_or_corrupt_trajectories_file(
+    cells_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str, examples: bool
+) -> None:
+    """Always, not only where --out-examples reads the trajectories."""
+    cell = tmp_path / "cell"
+    shutil.copytree(cells_root / "legacy" / "oracle", cell)
+    path = cell / "trajectories.jsonl.gz"
+    data = path.read_bytes()
+    if damage == "truncated":  # a gzip stream cut short: header (and set id) intact
+        damaged = data[: len(data) // 2]
+    elif damage == "corrupt":  # one flipped byte in the compressed data: the CRC disagrees
+        middle = len(data) // 2
+        damaged = data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1 :]
+    else:  # a complete gzip stream whose text stops inside a line
+        text = gzip.decompress(data)
+        damaged = _gzip_with_extra(text[: len(text) - 10], io.gzip_extra(path))
+    path.write_bytes(damaged)
+    out = tmp_path / "out"
+    extra_args = ["--out-examples", str(out / "examples.json")] if examples else []
+    assert aggregate([cell], out, *extra_args) == 2
+    line = error_line(capsys, "aggregate")
+    assert str(path) in line and "rerun this cell" in line
+    assert ("truncated" in line) or ("corrupt" in line)
+    assert not out.exists()
+
+
+def _gzip_with_extra(text: bytes, extra: dict[bytes, bytes]) -> bytes:
+    """`text` as a complete gzip stream with `extra` in its header, as a result set's writer
+    makes it (so the set id still agrees)."""
+    field = b"".join(key + struct.pack("<H", len(value)) + value for key, value in extra.items())
+    header = io.GZIP_MAGIC + bytes([8, io.GZIP_FEXTRA]) + b"\0\0\0\0\0\xff" + struct.pack("<H", len(field))
+    deflate = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    body = deflate.compress(text) + deflate.flush()
+    return header + field + body + struct.pack("<II", zlib.crc32(text), len(text))
 
 
 def test_refuses_files_without_a_result_set_id(

@@ -100,7 +100,12 @@ def _with_v1(cells):
 BAD_CONFIGS = {
     "unknown key": (
         _set("colour", "red"),
-        r"Additional properties are not allowed \('colour' was unexpected\)",
+        r"config: unknown key 'colour' at the top level \(allowed: baselines, containers, ",
+        True,
+    ),
+    "unknown keys of a ruleset's cells": (
+        _set("evaluation.legacy.sedes", "0-4"),
+        r"config: unknown key 'sedes' in evaluation.legacy \(allowed: baseline_seeds, ",
         True,
     ),
     "bad seeds string": (
@@ -109,7 +114,11 @@ BAD_CONFIGS = {
         True,
     ),
     "negative seed": (_set("evaluation.legacy.seeds", [-1]), r"seeds", True),
-    "reversed seeds": (_set("evaluation.legacy.seeds", "4-2"), r"range '4-2' is reversed", False),
+    "reversed seeds": (
+        _set("evaluation.legacy.seeds", "4-2"),
+        r"config: evaluation.legacy.seeds: range '4-2' is reversed",
+        False,
+    ),
     "bad baseline seeds": (
         _set("evaluation.legacy.baseline_seeds", "0-1,"),
         r"'0-1,' is not valid under any of the given schemas",
@@ -194,6 +203,8 @@ def test_bad_config_fails_the_dry_run_clearly(repo_copy, tmp_path, case):
     assert proc.returncode != 0, f"snakemake -n accepted a config with {case}:\n{proc.stdout[-3000:]}"
     assert re.search(message, proc.stdout), proc.stdout[-3000:]
     assert "Traceback (most recent call last)" not in proc.stdout
+    if case.startswith("unknown key"):  # named in one line, not followed by the whole schema
+        assert "additionalProperties" not in proc.stdout and len(proc.stdout.splitlines()) < 40, proc.stdout
 
 
 # --- conda environments -----------------------------------------------------------------------

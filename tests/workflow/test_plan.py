@@ -136,7 +136,7 @@ def test_baseline_seeds_hold_the_models_seeds_and_keep_to_the_split():
     with pytest.raises(ConfigError, match=lacks):
         Plan(config, environ={}).baseline_cells()
     config["evaluation"]["v1"]["baseline_seeds"] = "0-4,10000"
-    outside = r"evaluation.v1.baseline_seeds: --seeds: \[10000\] are not in split"
+    outside = r"evaluation.v1.baseline_seeds: \[10000\] are not in split"
     with pytest.raises(ConfigError, match=outside):
         Plan(config, environ={}).baseline_shards()
 
@@ -156,8 +156,30 @@ def test_cells_follow_the_split_and_refuse_seeds_outside_it():
     plan = Plan(config, environ={})
     assert "--split test" in plan.cells_args("v1") and "--split" not in plan.cells_args("legacy")
     config["evaluation"]["v1"]["seeds"] = "10000"
-    with pytest.raises(ConfigError, match=r"evaluation.v1: --seeds: \[10000\] are not in split 'test'"):
+    with pytest.raises(ConfigError, match=r"evaluation.v1.seeds: \[10000\] are not in split 'test'"):
         Plan(config, environ={}).cells("v1")
+
+
+@pytest.mark.parametrize("baseline_seeds", [None, "0-9"])
+@pytest.mark.parametrize("baselines", [False, True])
+def test_bad_seeds_are_blamed_on_the_key_that_holds_them(baselines, baseline_seeds):
+    """`seeds: "5-2"` is an error of `seeds`, whoever reads it: the baselines read `seeds` where
+    `baseline_seeds` is not set."""
+    config = composed_config()
+    cells = config["evaluation"]["legacy"]
+    cells.pop("baseline_seeds", None)
+    if baseline_seeds is not None:
+        cells["baseline_seeds"] = baseline_seeds
+    cells["seeds"] = "5-2"
+    key = "baseline_seeds" if baselines and baseline_seeds else "seeds"
+    if key == "baseline_seeds":
+        cells["seeds"], cells["baseline_seeds"] = "0-4", "5-2"
+    with pytest.raises(ConfigError) as caught:
+        Plan(config, environ={}).cells("legacy", baselines=baselines)
+    assert str(caught.value) == f"config: evaluation.legacy.{key}: range '5-2' is reversed; write 2-5"
+    config["evaluation"]["legacy"]["scenarios"] = "X9_nope"
+    with pytest.raises(ConfigError, match=r"^config: evaluation.legacy.scenarios: "):
+        Plan(config, environ={}).cells("legacy", baselines=baselines)
 
 
 def test_compositions_on_a_ruleset_without_them_is_a_config_error():

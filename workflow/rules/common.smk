@@ -8,10 +8,12 @@ from snakemake.utils import validate
 
 REPO = Path(workflow.basedir)
 sys.path.insert(0, str(REPO))
-from schemashift.workflow import stacks  # noqa: E402
+from schemashift.workflow import schema, stacks  # noqa: E402
 
 # an old spelling is named as such, not only refused by the schema
 stacks.check_renamed(config)
+# an unknown key is named, with where it is, in one line (not followed by the whole schema)
+schema.check_unknown_keys(config, REPO / "workflow" / "schemas" / "config.schema.yaml")
 validate(config, schema="../schemas/config.schema.yaml")
 
 # Jobs run the code of this checkout, whatever copy of the package is installed elsewhere: they

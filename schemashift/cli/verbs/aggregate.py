@@ -49,6 +49,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+OUTPUTS = ("out_episodes", "out_drifts", "manifest", "out_training", "out_examples")
+
+
+def writes(args: argparse.Namespace) -> dict:
+    """The folders the output files lie in, locked while it runs (`cli.main`)."""
+    import os
+
+    folders = {}
+    for attribute in OUTPUTS:
+        path = getattr(args, attribute)
+        if path is not None:
+            folders.setdefault(os.path.dirname(os.path.abspath(path)), "--" + attribute.replace("_", "-"))
+    return {option: folder for folder, option in folders.items()}
+
+
 def run(args: argparse.Namespace) -> int:
     import sys
 

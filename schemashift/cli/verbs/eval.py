@@ -91,6 +91,11 @@ def _options(args: argparse.Namespace) -> dict:
     return options
 
 
+def writes(args: argparse.Namespace) -> dict:
+    """The folder this verb writes, locked while it runs (`cli.main`)."""
+    return {"--out": args.out}
+
+
 def run(args: argparse.Namespace) -> int:
     from schemashift import provenance
     from schemashift.cli import CliError

@@ -33,6 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--trajectory", help="trajectories.jsonl(.gz) file written by run")
 
 
+def writes(args: argparse.Namespace) -> dict:
+    """The folder this verb writes, locked while it runs (`cli.main`)."""
+    return {"--out": args.out}
+
+
 def run(args: argparse.Namespace) -> int:
     import json
     import sys

@@ -68,6 +68,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             add_path_options(part, written, "DIR", required=True)
 
 
+def writes(args: argparse.Namespace) -> dict:
+    """The folder this verb writes, locked while it runs (`cli.main`)."""
+    return {"--out": args.out}
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 

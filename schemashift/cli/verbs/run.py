@@ -43,6 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def writes(args: argparse.Namespace) -> dict:
+    """The folder this verb writes, locked while it runs (`cli.main`)."""
+    return {"--out": args.out}
+
+
 def run(args: argparse.Namespace) -> int:
     from schemashift import provenance
     from schemashift.cli import CliError

@@ -22,6 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for report.png and trackio.png")
 
 
+def writes(args: argparse.Namespace) -> dict:
+    """The folder this verb writes, locked while it runs (`cli.main`)."""
+    return {"--out": args.out}
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 

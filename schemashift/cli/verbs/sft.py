@@ -28,6 +28,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default=None, help="torch device (default: cuda if present, else cpu)")
 
 
+#: the folder is built beside --out and renamed into place: its lock lies beside it too
+BUILDS_FOLDER_BY_RENAME = True
+
+
+def writes(args: argparse.Namespace) -> dict:
+    """The folder this verb writes, locked while it runs (`cli.main`)."""
+    return {"--out": args.out}
+
+
 def run(args: argparse.Namespace) -> int:
     from schemashift.cli import CliError
     from schemashift.env.rulesets import UnknownRuleset, get_ruleset

@@ -23,6 +23,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="initialisation and data order seed")
 
 
+#: the folder is built beside --out and renamed into place: its lock lies beside it too
+BUILDS_FOLDER_BY_RENAME = True
+
+
+def writes(args: argparse.Namespace) -> dict:
+    """The folder this verb writes, locked while it runs (`cli.main`)."""
+    return {"--out": args.out}
+
+
 def run(args: argparse.Namespace) -> int:
     from schemashift.cli import CliError
     from schemashift.train.tiny import DEFAULTS, build_tiny_model
