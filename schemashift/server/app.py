@@ -31,6 +31,8 @@ from schemashift.server.limits import (
     DEFAULT_SESSION_TIMEOUT_S,
     MAX_DEPTH,
     MAX_MESSAGE_BYTES,
+    MESSAGE_BURST,
+    MESSAGE_RATE,
     WireLimits,
     setting_from_environment,
 )
@@ -45,11 +47,14 @@ def build_app(
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     max_depth: int = MAX_DEPTH,
     allowed_origins: Iterable[str] = (),
+    message_rate: float | None = MESSAGE_RATE,
+    message_burst: int = MESSAGE_BURST,
 ) -> Any:
     """The server app: at most `max_sessions` WebSocket sessions (and as many MCP sessions),
     each closed after `session_timeout_s` seconds without a reset or step (None: never). Browser
     requests are served only from loopback origins of the server's port and from
-    `allowed_origins` (`*`: any).
+    `allowed_origins` (`*`: any). A WebSocket session reads at most `message_rate` messages a
+    second, in bursts of `message_burst` (None: no budget).
 
     A session lives exactly as long as its connection (WebSocket) or MCP session: OpenEnv's
     routes that create, attach to or close sessions by id are refused (`limits.SESSION_ROUTES`),
@@ -91,6 +96,8 @@ def build_app(
         body_checks={"/step": check_step_body},
         allowed_origins=allowed_origins,
         idle_timeout_s=session_timeout_s,
+        message_rate=message_rate,
+        message_burst=message_burst,
     )
 
 

@@ -44,6 +44,16 @@ ENVIRONMENT_SETTINGS = {
     "SCHEMASHIFT_SESSION_TIMEOUT_S": (float, DEFAULT_SESSION_TIMEOUT_S, 0.0, True),
     "SCHEMASHIFT_READ_TIMEOUT_S": (float, DEFAULT_READ_TIMEOUT_S, 0.0, False),
 }
+#: messages a WebSocket client may send ahead of the server (read, not yet taken by the app)
+#: before `serve`'s transport closes the connection (BACKLOG_CLOSE_CODE)
+MAX_BACKLOG = 64
+#: close code of a WebSocket closed for its backlog (4000 + HTTP's 429)
+BACKLOG_CLOSE_CODE = 4429
+#: a WebSocket session's message budget: on average at most this many messages a second (reads,
+#: refused messages and pings' neighbours included), in bursts of at most MESSAGE_BURST; a
+#: message over the budget is read only when the budget allows (the session is slowed down)
+MESSAGE_RATE = 5000.0
+MESSAGE_BURST = 5000
 #: messages at least this long are checked off the event loop
 OFFLOAD_BYTES = 1 << 16
 NOT_UTF8 = ("binary message is not UTF-8 JSON", "INVALID_JSON")
@@ -208,18 +218,29 @@ class WireLimits:
         body_checks: dict[str, Callable[[bytes], tuple[int, Any] | None]] | None = None,
         allowed_origins: Iterable[str] = (),
         idle_timeout_s: float | None = None,
+        message_rate: float | None = MESSAGE_RATE,
+        message_burst: int = MESSAGE_BURST,
     ) -> None:
         """`body_checks`: path -> check of a request body, returning (status, detail) to refuse it.
         `allowed_origins`: browser origins (`scheme://host[:port]`, or `*` for any) allowed
         besides the loopback origins of the server's own port. `idle_timeout_s`: a WebSocket
         that plays nothing (no reset or step applied) for this long gets a SESSION_TIMEOUT
-        error frame and is closed, whatever else it sends (None: never)."""
+        error frame and is closed, whatever else it sends (None: never). `message_rate`,
+        `message_burst`: a WebSocket session's message budget (a token bucket, every message
+        counted); a message over it waits until the budget allows (None: no budget)."""
         self.app = app
         self.max_bytes = max_bytes
         self.max_depth = max_depth
         self.body_checks = body_checks or {}
         self.allowed_origins = frozenset(origin.strip().rstrip("/").lower() for origin in allowed_origins)
         self.idle_timeout_s = idle_timeout_s
+        if message_rate is not None and not (message_rate > 0 and message_burst >= 1):
+            raise ValueError(
+                "message_rate must be positive and message_burst at least 1, "
+                f"got {message_rate}, {message_burst}"
+            )
+        self.message_rate = message_rate
+        self.message_burst = message_burst
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] in ("http", "websocket") and not self.origin_allowed(scope):
@@ -337,6 +358,10 @@ class WireLimits:
         timer: asyncio.TimerHandle | None = None
         ended = False
         closing: set[asyncio.Task] = set()  # holds the closing task until it is done
+        rate = self.message_rate
+        interval = 1.0 / rate if rate else 0.0
+        burst_s = self.message_burst * interval
+        due = 0.0  # budget (GCRA): when the next message is due; up to burst_s of it early
 
         def expire() -> None:
             # One timer per connection, moved on lazily: a play costs only a clock read.
@@ -369,10 +394,15 @@ class WireLimits:
             return send(message)
 
         async def guarded() -> dict:
-            nonlocal timer, ended
+            nonlocal timer, ended, due
             while True:
                 message = await receive()
                 kind = message["type"]
+                if rate and kind == "websocket.receive":
+                    now = loop.time()
+                    due = max(due, now - burst_s) + interval
+                    if due > now:  # over the budget: this message waits its turn
+                        await asyncio.sleep(due - now)
                 if kind != "websocket.receive":
                     if kind == "websocket.connect" and idle is not None and timer is None:
                         timer = loop.call_later(idle, expire)
