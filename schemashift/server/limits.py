@@ -198,6 +198,20 @@ def error_frame(message: str, code: str) -> str:
     return json.dumps({"type": "error", "data": {"message": message, "code": code}})
 
 
+HOST_REFUSED = (
+    "this Host is not served (a DNS-rebinding guard): use localhost or an IP address, or allow the "
+    "name (schemashift serve --allow-host NAME, or SCHEMASHIFT_ALLOWED_HOSTS)"
+)
+
+
+def host_name(header: bytes) -> str:
+    """The name of a Host header, without its port and an IPv6 address's brackets, lower case."""
+    text = header.decode("latin-1").strip().lower()
+    if text.startswith("["):
+        return text[1 : text.find("]")] if "]" in text else text
+    return text.rpartition(":")[0] if text.count(":") == 1 else text
+
+
 def loopback(host: str | None) -> bool:
     if host is None:
         return False
@@ -220,6 +234,7 @@ class WireLimits:
         idle_timeout_s: float | None = None,
         message_rate: float | None = MESSAGE_RATE,
         message_burst: int = MESSAGE_BURST,
+        allowed_hosts: Iterable[str] = (),
     ) -> None:
         """`body_checks`: path -> check of a request body, returning (status, detail) to refuse it.
         `allowed_origins`: browser origins (`scheme://host[:port]`, or `*` for any) allowed
@@ -227,7 +242,10 @@ class WireLimits:
         that plays nothing (no reset or step applied) for this long gets a SESSION_TIMEOUT
         error frame and is closed, whatever else it sends (None: never). `message_rate`,
         `message_burst`: a WebSocket session's message budget (a token bucket, every message
-        counted); a message over it waits until the budget allows (None: no budget)."""
+        counted); a message over it waits until the budget allows (None: no budget).
+        `allowed_hosts`: `Host` names served besides loopback ones and the IP address the
+        connection came in on (`*`: any); any other gets 421, so that a DNS-rebinding page cannot
+        read the server."""
         self.app = app
         self.max_bytes = max_bytes
         self.max_depth = max_depth
@@ -240,10 +258,13 @@ class WireLimits:
                 f"got {message_rate}, {message_burst}"
             )
         self.message_rate = message_rate
+        self.allowed_hosts = frozenset(host_name(host.encode("latin-1")) for host in allowed_hosts)
         self.message_burst = message_burst
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] in ("http", "websocket") and not self.origin_allowed(scope):
+        if scope["type"] in ("http", "websocket") and not self.host_allowed(scope):
+            await self._refuse(scope, receive, send, 421, HOST_REFUSED)
+        elif scope["type"] in ("http", "websocket") and not self.origin_allowed(scope):
             await self._refuse_origin(scope, receive, send)
         elif scope["type"] == "websocket" and scope.get("path") in SESSION_ROUTES and attaches(scope):
             await self._refuse_attach(receive, send)
@@ -253,6 +274,36 @@ class WireLimits:
             await self._guard_body(scope, receive, send)
         else:
             await self.app(scope, receive, send)
+
+    # -- hosts ---------------------------------------------------------------------------------------
+    def host_allowed(self, scope: dict) -> bool:
+        """A request's Host must be a loopback name (localhost, 127.0.0.1, [::1]), the IP address
+        the connection came in on, or a listed name: a page that rebinds its own name to this
+        server's address sends that name. Requests without a Host (not a browser's) pass."""
+        if "*" in self.allowed_hosts:
+            return True
+        server = str((scope.get("server") or (None, None))[0]).lower()
+        for header, value in scope.get("headers", ()):
+            if header == b"host":  # every one, should a client send several
+                name = host_name(value)
+                if not (name in self.allowed_hosts or loopback(name) or (name and name == server)):
+                    return False
+        return True
+
+    async def _refuse(self, scope: dict, receive: Any, send: Any, status: int, detail: str) -> None:
+        if scope["type"] == "http":
+            await _reply(send, status, detail)
+            return
+        message = await receive()
+        if message["type"] != "websocket.connect":
+            return
+        if "websocket.http.response" in scope.get("extensions") or {}:
+            body = json.dumps({"detail": detail}).encode()
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+            await send({"type": "websocket.http.response.body", "body": body})
+        else:
+            await send({"type": "websocket.close", "code": 1008, "reason": detail})
 
     # -- origins -------------------------------------------------------------------------------------
     def origin_allowed(self, scope: dict) -> bool:
@@ -277,24 +328,7 @@ class WireLimits:
             "cross-origin requests are refused: this origin is not allowed "
             "(schemashift serve --allow-origin ORIGIN, or SCHEMASHIFT_ALLOWED_ORIGINS)"
         )
-        if scope["type"] == "http":
-            await _reply(send, 403, detail)
-            return
-        message = await receive()
-        if message["type"] != "websocket.connect":
-            return
-        if "websocket.http.response" in scope.get("extensions") or {}:
-            body = json.dumps({"detail": detail}).encode()
-            await send(
-                {
-                    "type": "websocket.http.response.start",
-                    "status": 403,
-                    "headers": [(b"content-type", b"application/json")],
-                }
-            )
-            await send({"type": "websocket.http.response.body", "body": body})
-        else:
-            await send({"type": "websocket.close", "code": 1008, "reason": detail})
+        await self._refuse(scope, receive, send, 403, detail)
 
     # -- session ownership ---------------------------------------------------------------------------
     async def _refuse_attach(self, receive: Any, send: Any) -> None:
