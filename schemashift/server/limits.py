@@ -32,6 +32,9 @@ from schemashift.env.actions import holds_lone_surrogate
 
 MAX_MESSAGE_BYTES = 1 << 20
 MAX_DEPTH = 64
+#: a WebSocket `step` message is at most this many bytes: the episode keeps every action and
+#: replies echo the recent ones, so a session holds about max_steps times this at most
+MAX_STEP_BYTES = 1 << 16
 DEFAULT_MAX_SESSIONS = 64
 #: a session (WebSocket or MCP) that plays nothing (no reset or step) for this long is closed
 DEFAULT_SESSION_TIMEOUT_S = 120.0
@@ -360,6 +363,12 @@ class WireLimits:
             return f"Invalid JSON: {exc}", "INVALID_JSON", 422
         if websocket and not isinstance(value, dict):
             return (*NOT_AN_OBJECT, 422)
+        if websocket and len(raw) > MAX_STEP_BYTES and value.get("type") == "step":
+            message = (
+                f"a step message of {len(raw)} bytes exceeds the server's limit of {MAX_STEP_BYTES} "
+                "bytes per step (an episode keeps every action); the step was not applied"
+            )
+            return message, "MESSAGE_TOO_LARGE", 413
         if path in SESSION_ROUTES and session_request(value):
             return SESSION_METHODS_REFUSED, "SESSION_ERROR", 403
         if holds_lone_surrogate(raw, value):

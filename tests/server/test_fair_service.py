@@ -118,3 +118,45 @@ def test_a_bystander_steps_in_milliseconds_while_three_clients_flood():
     )
     assert closes.count(BACKLOG_CLOSE_CODE) >= 3, closes
     assert p99 < BYSTANDER_P99_S, (p50, p99)
+
+
+def test_a_session_cannot_grow_past_its_step_budget():
+    """Steps over MAX_STEP_BYTES are refused and not applied; an episode of the largest allowed
+    steps keeps its replies and the server's memory within a few times max_steps x the budget."""
+    import resource
+
+    from schemashift.server.limits import MAX_STEP_BYTES
+
+    def step(session: Session, size: int) -> tuple[dict, int]:
+        def action(text: str) -> str:
+            report = {"tool": "mail", "drift_kind": "tool_removal", "description": text}
+            return json.dumps({"type": "step", "data": {"type": "report_drift", "report": report}})
+
+        frame = action("x" * size)
+        frame = action("x" * (size - (len(frame) - size)))
+        assert len(frame) == size
+        session.ws.send(frame)
+        reply = session.ws.recv(timeout=30)
+        return json.loads(reply), len(reply)
+
+    with running_server() as url, Session(url) as session:
+        session.send("reset", {"seed": 0})
+        refused, _ = step(session, MAX_STEP_BYTES + 1)
+        assert refused["data"]["code"] == "MESSAGE_TOO_LARGE", refused
+        assert "per step" in refused["data"]["message"]
+        assert session.send("state")["data"]["step_count"] == 0  # not applied
+        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        largest, steps = 0, 0
+        while True:
+            reply, size = step(session, MAX_STEP_BYTES)
+            assert reply["type"] == "observation", reply
+            largest, steps = max(largest, size), steps + 1
+            if reply["data"]["done"]:
+                break
+        grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
+    print(
+        f"\n{steps} steps of {MAX_STEP_BYTES} bytes: largest reply {largest / 1024:.0f} KiB, "
+        f"peak RSS (server and client) grew {grown_kib / 1024:.1f} MiB"
+    )
+    assert largest < 16 * MAX_STEP_BYTES
+    assert grown_kib * 1024 < 64 * steps * MAX_STEP_BYTES
