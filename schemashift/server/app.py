@@ -31,6 +31,8 @@ from schemashift.server.limits import (
     DEFAULT_SESSION_TIMEOUT_S,
     MAX_DEPTH,
     MAX_MESSAGE_BYTES,
+    MESSAGE_BURST,
+    MESSAGE_RATE,
     WireLimits,
     setting_from_environment,
 )
@@ -45,11 +47,16 @@ def build_app(
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     max_depth: int = MAX_DEPTH,
     allowed_origins: Iterable[str] = (),
+    message_rate: float | None = MESSAGE_RATE,
+    message_burst: int = MESSAGE_BURST,
+    allowed_hosts: Iterable[str] = (),
 ) -> Any:
     """The server app: at most `max_sessions` WebSocket sessions (and as many MCP sessions),
     each closed after `session_timeout_s` seconds without a reset or step (None: never). Browser
     requests are served only from loopback origins of the server's port and from
-    `allowed_origins` (`*`: any).
+    `allowed_origins` (`*`: any). A WebSocket session reads at most `message_rate` messages a
+    second, in bursts of `message_burst` (None: no budget). Requests are served only for loopback
+    Host names, the IP address they came in on and `allowed_hosts` (`*`: any).
 
     A session lives exactly as long as its connection (WebSocket) or MCP session: OpenEnv's
     routes that create, attach to or close sessions by id are refused (`limits.SESSION_ROUTES`),
@@ -91,6 +98,9 @@ def build_app(
         body_checks={"/step": check_step_body},
         allowed_origins=allowed_origins,
         idle_timeout_s=session_timeout_s,
+        message_rate=message_rate,
+        message_burst=message_burst,
+        allowed_hosts=allowed_hosts,
     )
 
 
@@ -171,6 +181,16 @@ def allowed_origins_from_environment() -> list[str]:
     return [origin.strip() for origin in listed if origin.strip()]
 
 
+def allowed_hosts_from_environment() -> list[str]:
+    """SCHEMASHIFT_ALLOWED_HOSTS: Host names served besides loopback ones, comma-separated."""
+    listed = os.environ.get("SCHEMASHIFT_ALLOWED_HOSTS", "").split(",")
+    return [host.strip() for host in listed if host.strip()]
+
+
+#: bound addresses that name no host: the server cannot add them to its Host allow-list
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "[::]"})
+
+
 def settings_from_environment() -> dict[str, Any]:
     """App settings from SCHEMASHIFT_MAX_SESSIONS / SCHEMASHIFT_SESSION_TIMEOUT_S (0: never reap)
     / SCHEMASHIFT_ALLOWED_ORIGINS; a bad value is a ValueError naming its variable."""
@@ -179,6 +199,7 @@ def settings_from_environment() -> dict[str, Any]:
         "max_sessions": int(setting_from_environment("SCHEMASHIFT_MAX_SESSIONS")),
         "session_timeout_s": timeout if timeout > 0 else None,
         "allowed_origins": allowed_origins_from_environment(),
+        "allowed_hosts": allowed_hosts_from_environment(),
     }
 
 
@@ -208,6 +229,8 @@ def serve(host: str, port: int, **settings: Any) -> None:
         settings.get("max_message_bytes", MAX_MESSAGE_BYTES),
         settings.pop("read_timeout_s", DEFAULT_READ_TIMEOUT_S),
     )
+    if host not in WILDCARD_HOSTS:  # the name the server was bound to is served
+        settings["allowed_hosts"] = [*settings.get("allowed_hosts", ()), host]
     uvicorn.run(build_app(**settings), host=host, port=port, **options)
 
 

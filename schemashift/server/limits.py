@@ -32,6 +32,9 @@ from schemashift.env.actions import holds_lone_surrogate
 
 MAX_MESSAGE_BYTES = 1 << 20
 MAX_DEPTH = 64
+#: a WebSocket `step` message is at most this many bytes: the episode keeps every action and
+#: replies echo the recent ones, so a session holds about max_steps times this at most
+MAX_STEP_BYTES = 1 << 16
 DEFAULT_MAX_SESSIONS = 64
 #: a session (WebSocket or MCP) that plays nothing (no reset or step) for this long is closed
 DEFAULT_SESSION_TIMEOUT_S = 120.0
@@ -44,6 +47,16 @@ ENVIRONMENT_SETTINGS = {
     "SCHEMASHIFT_SESSION_TIMEOUT_S": (float, DEFAULT_SESSION_TIMEOUT_S, 0.0, True),
     "SCHEMASHIFT_READ_TIMEOUT_S": (float, DEFAULT_READ_TIMEOUT_S, 0.0, False),
 }
+#: messages a WebSocket client may send ahead of the server (read, not yet taken by the app)
+#: before `serve`'s transport closes the connection (BACKLOG_CLOSE_CODE)
+MAX_BACKLOG = 64
+#: close code of a WebSocket closed for its backlog (4000 + HTTP's 429)
+BACKLOG_CLOSE_CODE = 4429
+#: a WebSocket session's message budget: on average at most this many messages a second (reads,
+#: refused messages and pings' neighbours included), in bursts of at most MESSAGE_BURST; a
+#: message over the budget is read only when the budget allows (the session is slowed down)
+MESSAGE_RATE = 5000.0
+MESSAGE_BURST = 5000
 #: messages at least this long are checked off the event loop
 OFFLOAD_BYTES = 1 << 16
 NOT_UTF8 = ("binary message is not UTF-8 JSON", "INVALID_JSON")
@@ -188,6 +201,20 @@ def error_frame(message: str, code: str) -> str:
     return json.dumps({"type": "error", "data": {"message": message, "code": code}})
 
 
+HOST_REFUSED = (
+    "this Host is not served (a DNS-rebinding guard): use localhost or an IP address, or allow the "
+    "name (schemashift serve --allow-host NAME, or SCHEMASHIFT_ALLOWED_HOSTS)"
+)
+
+
+def host_name(header: bytes) -> str:
+    """The name of a Host header, without its port and an IPv6 address's brackets, lower case."""
+    text = header.decode("latin-1").strip().lower()
+    if text.startswith("["):
+        return text[1 : text.find("]")] if "]" in text else text
+    return text.rpartition(":")[0] if text.count(":") == 1 else text
+
+
 def loopback(host: str | None) -> bool:
     if host is None:
         return False
@@ -208,21 +235,39 @@ class WireLimits:
         body_checks: dict[str, Callable[[bytes], tuple[int, Any] | None]] | None = None,
         allowed_origins: Iterable[str] = (),
         idle_timeout_s: float | None = None,
+        message_rate: float | None = MESSAGE_RATE,
+        message_burst: int = MESSAGE_BURST,
+        allowed_hosts: Iterable[str] = (),
     ) -> None:
         """`body_checks`: path -> check of a request body, returning (status, detail) to refuse it.
         `allowed_origins`: browser origins (`scheme://host[:port]`, or `*` for any) allowed
         besides the loopback origins of the server's own port. `idle_timeout_s`: a WebSocket
         that plays nothing (no reset or step applied) for this long gets a SESSION_TIMEOUT
-        error frame and is closed, whatever else it sends (None: never)."""
+        error frame and is closed, whatever else it sends (None: never). `message_rate`,
+        `message_burst`: a WebSocket session's message budget (a token bucket, every message
+        counted); a message over it waits until the budget allows (None: no budget).
+        `allowed_hosts`: `Host` names served besides loopback ones and the IP address the
+        connection came in on (`*`: any); any other gets 421, so that a DNS-rebinding page cannot
+        read the server."""
         self.app = app
         self.max_bytes = max_bytes
         self.max_depth = max_depth
         self.body_checks = body_checks or {}
         self.allowed_origins = frozenset(origin.strip().rstrip("/").lower() for origin in allowed_origins)
         self.idle_timeout_s = idle_timeout_s
+        if message_rate is not None and not (message_rate > 0 and message_burst >= 1):
+            raise ValueError(
+                "message_rate must be positive and message_burst at least 1, "
+                f"got {message_rate}, {message_burst}"
+            )
+        self.message_rate = message_rate
+        self.allowed_hosts = frozenset(host_name(host.encode("latin-1")) for host in allowed_hosts)
+        self.message_burst = message_burst
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] in ("http", "websocket") and not self.origin_allowed(scope):
+        if scope["type"] in ("http", "websocket") and not self.host_allowed(scope):
+            await self._refuse(scope, receive, send, 421, HOST_REFUSED)
+        elif scope["type"] in ("http", "websocket") and not self.origin_allowed(scope):
             await self._refuse_origin(scope, receive, send)
         elif scope["type"] == "websocket" and scope.get("path") in SESSION_ROUTES and attaches(scope):
             await self._refuse_attach(receive, send)
@@ -232,6 +277,36 @@ class WireLimits:
             await self._guard_body(scope, receive, send)
         else:
             await self.app(scope, receive, send)
+
+    # -- hosts ---------------------------------------------------------------------------------------
+    def host_allowed(self, scope: dict) -> bool:
+        """A request's Host must be a loopback name (localhost, 127.0.0.1, [::1]), the IP address
+        the connection came in on, or a listed name: a page that rebinds its own name to this
+        server's address sends that name. Requests without a Host (not a browser's) pass."""
+        if "*" in self.allowed_hosts:
+            return True
+        server = str((scope.get("server") or (None, None))[0]).lower()
+        for header, value in scope.get("headers", ()):
+            if header == b"host":  # every one, should a client send several
+                name = host_name(value)
+                if not (name in self.allowed_hosts or loopback(name) or (name and name == server)):
+                    return False
+        return True
+
+    async def _refuse(self, scope: dict, receive: Any, send: Any, status: int, detail: str) -> None:
+        if scope["type"] == "http":
+            await _reply(send, status, detail)
+            return
+        message = await receive()
+        if message["type"] != "websocket.connect":
+            return
+        if "websocket.http.response" in scope.get("extensions") or {}:
+            body = json.dumps({"detail": detail}).encode()
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+            await send({"type": "websocket.http.response.body", "body": body})
+        else:
+            await send({"type": "websocket.close", "code": 1008, "reason": detail})
 
     # -- origins -------------------------------------------------------------------------------------
     def origin_allowed(self, scope: dict) -> bool:
@@ -256,24 +331,7 @@ class WireLimits:
             "cross-origin requests are refused: this origin is not allowed "
             "(schemashift serve --allow-origin ORIGIN, or SCHEMASHIFT_ALLOWED_ORIGINS)"
         )
-        if scope["type"] == "http":
-            await _reply(send, 403, detail)
-            return
-        message = await receive()
-        if message["type"] != "websocket.connect":
-            return
-        if "websocket.http.response" in scope.get("extensions") or {}:
-            body = json.dumps({"detail": detail}).encode()
-            await send(
-                {
-                    "type": "websocket.http.response.start",
-                    "status": 403,
-                    "headers": [(b"content-type", b"application/json")],
-                }
-            )
-            await send({"type": "websocket.http.response.body", "body": body})
-        else:
-            await send({"type": "websocket.close", "code": 1008, "reason": detail})
+        await self._refuse(scope, receive, send, 403, detail)
 
     # -- session ownership ---------------------------------------------------------------------------
     async def _refuse_attach(self, receive: Any, send: Any) -> None:
@@ -305,6 +363,12 @@ class WireLimits:
             return f"Invalid JSON: {exc}", "INVALID_JSON", 422
         if websocket and not isinstance(value, dict):
             return (*NOT_AN_OBJECT, 422)
+        if websocket and len(raw) > MAX_STEP_BYTES and value.get("type") == "step":
+            message = (
+                f"a step message of {len(raw)} bytes exceeds the server's limit of {MAX_STEP_BYTES} "
+                "bytes per step (an episode keeps every action); the step was not applied"
+            )
+            return message, "MESSAGE_TOO_LARGE", 413
         if path in SESSION_ROUTES and session_request(value):
             return SESSION_METHODS_REFUSED, "SESSION_ERROR", 403
         if holds_lone_surrogate(raw, value):
@@ -337,6 +401,10 @@ class WireLimits:
         timer: asyncio.TimerHandle | None = None
         ended = False
         closing: set[asyncio.Task] = set()  # holds the closing task until it is done
+        rate = self.message_rate
+        interval = 1.0 / rate if rate else 0.0
+        burst_s = self.message_burst * interval
+        due = 0.0  # budget (GCRA): when the next message is due; up to burst_s of it early
 
         def expire() -> None:
             # One timer per connection, moved on lazily: a play costs only a clock read.
@@ -369,10 +437,15 @@ class WireLimits:
             return send(message)
 
         async def guarded() -> dict:
-            nonlocal timer, ended
+            nonlocal timer, ended, due
             while True:
                 message = await receive()
                 kind = message["type"]
+                if rate and kind == "websocket.receive":
+                    now = loop.time()
+                    due = max(due, now - burst_s) + interval
+                    if due > now:  # over the budget: this message waits its turn
+                        await asyncio.sleep(due - now)
                 if kind != "websocket.receive":
                     if kind == "websocket.connect" and idle is not None and timer is None:
                         timer = loop.call_later(idle, expire)

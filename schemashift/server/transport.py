@@ -26,10 +26,20 @@ from websockets.frames import Frame
 from websockets.server import ServerProtocol
 from websockets.streams import StreamReader
 
-from schemashift.server.limits import DEFAULT_READ_TIMEOUT_S, Oversized
+from schemashift.server.limits import (
+    BACKLOG_CLOSE_CODE,
+    DEFAULT_READ_TIMEOUT_S,
+    MAX_BACKLOG,
+    Oversized,
+    error_frame,
+)
 
 #: control frames carry at most this many bytes, so reads up to it are always kept
 CONTROL_PAYLOAD_MAX = 125
+#: bytes of a read handed to the frame parser at a time (see `data_received`)
+PARSE_SLICE = 4096
+#: how long a connection closed for its backlog waits for the client to close its end
+BACKLOG_CLOSE_WAIT_S = 1.0
 
 
 class Dropped(bytes):
@@ -98,12 +108,31 @@ class DroppingWebSocketProtocol(WebSocketsSansIOProtocol):
     """uvicorn's sans-I/O protocol over `DroppingServerProtocol` (see the module); with per-message
     deflate on, compressed payloads cannot be read past, so it stays the stock protocol."""
 
+    #: messages read but not yet taken by the app, beyond which the connection is closed
+    max_backlog: int = MAX_BACKLOG
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.limit = self.config.ws_max_size
         self.message_size = 0
+        self.backlog_closed = False
         if not self.config.ws_per_message_deflate:
             self.conn = DroppingServerProtocol(limit=self.limit, logger=logging.getLogger("uvicorn.error"))
+
+    def data_received(self, data: bytes) -> None:
+        # The parser turns all it is given into frames at once: one read of the socket (up to
+        # 256 KiB) can hold thousands of tiny messages, tens of milliseconds of parsing. Fed a
+        # slice at a time, a flood is caught by the backlog check within one slice.
+        if self.backlog_closed:
+            return  # closed for its backlog: what the client still sends is not even parsed
+        if len(data) <= PARSE_SLICE:
+            super().data_received(data)
+            return
+        view = memoryview(data)
+        for start in range(0, len(data), PARSE_SLICE):
+            super().data_received(bytes(view[start : start + PARSE_SLICE]))
+            if self.backlog_closed or self.transport.is_closing():
+                return
 
     def handle_text(self, event: Frame) -> None:
         self.curr_msg_data_type = "text"
@@ -133,6 +162,45 @@ class DroppingWebSocketProtocol(WebSocketsSansIOProtocol):
         if not self.read_paused:
             self.read_paused = True
             self.transport.pause_reading()
+        self.check_backlog()
+
+    def send_receive_event_to_app(self) -> None:
+        super().send_receive_event_to_app()
+        self.check_backlog()
+
+    def check_backlog(self) -> None:
+        """Close a connection whose client sent more than `max_backlog` messages the app has not
+        taken yet: a client that waits for its replies never has more than one or two. Reading
+        pauses after each message, but one read of the socket can hold thousands of small ones;
+        they are dropped, the client gets an error frame and the close (BACKLOG_CLOSE_CODE)."""
+        if self.queue.qsize() <= self.max_backlog or self.close_sent or not self.handshake_complete:
+            return
+        while not self.queue.empty():
+            self.queue.get_nowait()
+        reason = f"inbound backlog over {self.max_backlog} messages"
+        message = (
+            f"the client sent more than {self.max_backlog} messages without waiting for replies; "
+            "the session is closed"
+        )
+        self.conn.send_text(error_frame(message, "BACKLOG_EXCEEDED").encode())
+        self.conn.send_close(BACKLOG_CLOSE_CODE, reason)
+        self.transport.write(b"".join(self.conn.data_to_send()))
+        self.close_sent = self.backlog_closed = True
+        self.queue.put_nowait({"type": "websocket.disconnect", "code": BACKLOG_CLOSE_CODE, "reason": reason})
+        # Reading goes on, unparsed, until the client closes or BACKLOG_CLOSE_WAIT_S is up:
+        # closing a socket with unread input resets it, and the client could lose the frames.
+        if self.read_paused:
+            self.read_paused = False
+            self.transport.resume_reading()
+        self.close_timer = self.loop.call_later(BACKLOG_CLOSE_WAIT_S, self.transport.close)
+
+    async def receive(self) -> Any:
+        # A message that is already queued (a client pipelining) would be handed over without
+        # the event loop turning, and OpenEnv's loop would answer the whole backlog before any
+        # other session's step: yield once first, so sessions take turns message by message.
+        if not self.queue.empty():
+            await asyncio.sleep(0)
+        return await super().receive()
 
 
 class ReadDeadlineHttpProtocol(HttpToolsProtocol):

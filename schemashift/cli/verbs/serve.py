@@ -46,6 +46,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "comma-separated, or none)",
     )
 
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a Host name (without port) served besides localhost, loopback and the server's own IP "
+        "addresses and --host; * for any; repeatable (default: $SCHEMASHIFT_ALLOWED_HOSTS, "
+        "comma-separated, or none)",
+    )
+
 
 def run(args: argparse.Namespace) -> int:
     from schemashift.cli import CliError
@@ -74,13 +84,18 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise CliError(f"--port must be between 1 and 65535, got {args.port}")
     try:
-        from schemashift.server.app import allowed_origins_from_environment, serve
+        from schemashift.server.app import (
+            allowed_hosts_from_environment,
+            allowed_origins_from_environment,
+            serve,
+        )
     except ImportError as exc:
         raise CliError(
             f"the server needs the 'server' extra (pip install 'schemashift[server]'): {exc}"
         ) from None
     print(f"schemashift serve: http://{args.host}:{args.port} (WebSocket /ws, MCP /agent/mcp)", flush=True)
     origins = args.allow_origin if args.allow_origin is not None else allowed_origins_from_environment()
+    hosts = args.allow_host if args.allow_host is not None else allowed_hosts_from_environment()
     serve(
         args.host,
         args.port,
@@ -88,5 +103,6 @@ def run(args: argparse.Namespace) -> int:
         session_timeout_s=args.session_timeout or None,
         read_timeout_s=args.read_timeout,
         allowed_origins=origins,
+        allowed_hosts=hosts,
     )
     return 0
