@@ -156,3 +156,28 @@ def test_run_with_an_unknown_backend_is_a_usage_error(tmp_path):
     )
     assert result.returncode == 2
     assert "Unknown backend 'carrier-pigeon'" in result.stderr
+
+
+def _status_for_host(port: int, host: str) -> int:
+    import http.client
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", "/health", headers={"Host": host})
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("given_by", ["option", "environment"])
+def test_serve_applies_the_host_allow_list(given_by):
+    """`--allow-host` (or SCHEMASHIFT_ALLOWED_HOSTS; the option wins) adds names to the loopback
+    ones; any other Host, as a rebinding page sends it, is refused."""
+    args = ["--allow-host", "env.example"] if given_by == "option" else []
+    from_environment = "other.example" if given_by == "option" else "env.example"
+    with serving(*args, env={"SCHEMASHIFT_ALLOWED_HOSTS": from_environment}) as port:
+        assert _status_for_host(port, f"127.0.0.1:{port}") == 200
+        assert _status_for_host(port, "env.example") == 200
+        assert _status_for_host(port, "evil.example") == 421
+        assert _status_for_host(port, "other.example") == 421
