@@ -155,9 +155,9 @@ def held_open(url: str, payload: bytes, wait_s: float) -> tuple[bytes, float]:
     "payload",
     [
         b"",
-        b"GET /health HTTP/1.1\r\nhost: x\r\n",
-        b"POST /step HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{",
-        b"GET /health HTTP/1.1\r\nhost: x\r\n\r\nGET /hea",  # a kept connection's next request
+        b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\n",
+        b"POST /step HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{",
+        b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\nGET /hea",  # a kept connection's next request
     ],
     ids=["silent", "half-headers", "half-body", "half-next-request"],
 )
@@ -177,7 +177,7 @@ def test_many_half_sent_requests_do_not_hold_the_server():
         socks = [socket.create_connection((host, int(port)), timeout=10) for _ in range(100)]
         try:
             for sock in socks:
-                sock.sendall(b"POST /step HTTP/1.1\r\nhost: x\r\ncontent-length: 50\r\n\r\n{")
+                sock.sendall(b"POST /step HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 50\r\n\r\n{")
             healthy_episode(url)  # served while they are held
             time.sleep(2)
             closed = sum(1 for sock in socks if sock.recv(65536).startswith(b"HTTP/1.1 408"))
