@@ -156,7 +156,8 @@ def held_open(url: str, payload: bytes, wait_s: float) -> tuple[bytes, float]:
     [
         b"",
         b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\n",
-        b"POST /step HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{",
+        b"POST /step HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+        b"content-length: 100\r\n\r\n{",
         b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\nGET /hea",  # a kept connection's next request
     ],
     ids=["silent", "half-headers", "half-body", "half-next-request"],
