@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from server_latency import SchemaShiftDriver, free_port, recorded_episodes  # noqa: E402
+from server_latency import SchemaShiftDriver, free_port, recorded_episodes, start  # noqa: E402
 
 STATE = json.dumps({"type": "state"})
 
@@ -101,21 +101,9 @@ def flood(url: str, connections: int, messages: int, seconds: float) -> None:
 
 # -- the driver -----------------------------------------------------------------------------------------
 def start_server(port: int, root: Path) -> subprocess.Popen:
-    import socket
-
-    env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port), "PYTHONPATH": str(root)}
-    process = subprocess.Popen([sys.executable, "-m", "schemashift.server.app"], env=env, cwd=root)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            sys.exit("the server exited early")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return process
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    sys.exit("the server did not start")
+    """The app of the checkout `root` (the base commit's, to measure before) on `port`."""
+    command = [sys.executable, "-m", "schemashift.server.app"]
+    return start(command, port, root, {"HOST": "127.0.0.1", "PORT": str(port)})
 
 
 def bystander(url: str, seconds: float) -> list[float]:

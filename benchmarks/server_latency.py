@@ -232,12 +232,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start(command: list[str], port: int) -> subprocess.Popen:
+def start(
+    command: list[str], port: int, root: Path = REPO, settings: dict[str, str] | None = None
+) -> subprocess.Popen:
+    """`command` run from the checkout `root` (with `settings` in its environment), once it
+    listens on `port`."""
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        **(settings or {}),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
     }
-    process = subprocess.Popen(command, env=env, cwd=REPO)
+    process = subprocess.Popen(command, env=env, cwd=root)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
