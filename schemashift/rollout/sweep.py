@@ -56,7 +56,7 @@ class ResumableSweep:
                 )
             if sweep_id is not None and pinned.get("sweep_id") != sweep_id:
                 raise SweepConflict(
-                    f"--out {self.out} belongs to run {pinned.get('sweep_id')}, not {sweep_id}"
+                    f"--out {self.out} belongs to sweep {pinned.get('sweep_id')}, not {sweep_id}"
                 )
             return pinned
         pinned = {"sweep_id": sweep_id or uuid.uuid4().hex, "config_hash": digest, "invocation": invocation}
