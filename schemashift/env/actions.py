@@ -94,7 +94,10 @@ class Action:
         if not self.present:
             return FrozenDict(type=self.type)
         if self.type in TOOL_CALL_TYPES:
-            sub = FrozenDict(tool=self.tool, endpoint=self.endpoint, params=freeze(self.params))
+            params = self.params
+            if type(params) is not FrozenDict:
+                params = freeze(params)
+            sub = FrozenDict(tool=self.tool, endpoint=self.endpoint, params=params)
         elif self.type == INSPECT_SCHEMA:
             sub = FrozenDict(tool=self.tool)
         elif self.type == REPORT_DRIFT:

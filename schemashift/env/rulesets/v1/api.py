@@ -35,17 +35,21 @@ ERROR_LABELS = {
 
 def ok(body: Any, headers: dict[str, str] = NO_HEADERS) -> Response:
     """A success, frozen where it is made (the body may hold world records: it is copied)."""
-    return FrozenDict(ok=True, status=200, headers=freeze(headers), body=freeze(body), error=None)
+    if type(headers) is not FrozenDict:
+        headers = freeze(headers)
+    return FrozenDict(ok=True, status=200, headers=headers, body=freeze(body), error=None)
 
 
 def error(
     status: int, message: str, code: str | None = None, headers: dict[str, str] = NO_HEADERS
 ) -> Response:
     label = code or ERROR_LABELS.get(status, "error")
+    if type(headers) is not FrozenDict:
+        headers = freeze(headers)
     return FrozenDict(
         ok=False,
         status=status,
-        headers=freeze(headers),
+        headers=headers,
         body=FrozenDict(code=label, message=message),
         error=message,
     )
@@ -280,7 +284,7 @@ class Api:
             }
         declared = ep.params
         if not declared.keys() >= params.keys():
-            unknown = sorted(k for k in params if k not in declared)
+            unknown = sorted(params.keys() - declared.keys())
             return self._error(
                 400,
                 f"Unknown parameter(s) {unknown} on {self.name}.{endpoint}; accepted: {sorted(declared)}.",

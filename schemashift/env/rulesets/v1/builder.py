@@ -12,8 +12,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from typing import Any
+from functools import lru_cache
+from typing import Any, NamedTuple
 
+from schemashift.env.frozen import freeze
 from schemashift.env.rulesets.v1.grading import has_phrase
 
 FIRST = (
@@ -53,8 +55,9 @@ class Redraw(Exception):
     """The drawn task contradicts itself; draw again from the same generator."""
 
 
-@dataclass(frozen=True)
-class Person:
+# Person and Slot are named tuples, not frozen dataclasses: a task draws a dozen of them, and a
+# frozen dataclass spends a Python-level setattr per field on building one.
+class Person(NamedTuple):
     first: str
     last: str
     email: str
@@ -64,8 +67,7 @@ class Person:
         return f"{self.first} {self.last}"
 
 
-@dataclass(frozen=True)
-class Slot:
+class Slot(NamedTuple):
     start: str
     end: str
     label: str  # e.g. "Monday April 27, 2026 at 10:00 UTC"
@@ -74,7 +76,9 @@ class Slot:
     minutes: int
 
 
+@lru_cache(maxsize=1024)
 def day_label(day: date) -> str:
+    """The day as texts write it; cached, since a split has a few hundred days to name."""
     return f"{WEEKDAYS[day.weekday()]} {MONTHS[day.month]} {day.day}, {day.year}"
 
 
@@ -311,14 +315,16 @@ class Builder:
 
     def finish(self, description: str, summary: str) -> FamilySpec:
         self._check_consistent(summary)
+        # Seeded records are read-only: every episode of the task starts its world from them as
+        # they are (v1 tools write by replacing a record, never by changing one).
         seed_data: dict[str, dict[str, Any]] = {}
         for tool in self.tools:
             if tool == "mail":
-                seed_data["mail"] = {"messages": self.inbox}
+                seed_data["mail"] = {"messages": [freeze(m) for m in self.inbox]}
             elif tool == "calendar":
-                seed_data["calendar"] = {"events": self.events}
+                seed_data["calendar"] = {"events": [freeze(e) for e in self.events]}
             else:
-                seed_data["crm"] = {"contacts": self.contacts}
+                seed_data["crm"] = {"contacts": [freeze(c) for c in self.contacts]}
         allowed = {
             "recipients": self.recipients,
             "people": sorted(self.people),
@@ -349,7 +355,10 @@ class Builder:
                 raise Redraw(f"summary criterion contradicts itself: {criterion}")
 
 
+@lru_cache(maxsize=8192)
 def fixed_slot(day: date, hour: int, minute: int, minutes: int) -> Slot:
+    """The slot and its texts; cached (a `Slot` is immutable), since seeds draw the same slots
+    again and formatting them was a tenth of building a task."""
     iso = day.isoformat()
     start_min = hour * 60 + minute
     end_min = start_min + minutes

@@ -126,6 +126,11 @@ class V1Ruleset(Ruleset):
             "documentation_note": DOCS_NOTE,
             "drift_kinds": _DRIFT_KINDS_SHOWN,
         }
+        # The live names whose calls count for each endpoint-level drift (`drifts.targets`).
+        extra["targets"] = [targets(d.spec) if d.spec.endpoint is not None else () for d in ep.drifts]
+        extra["unfired"] = {}  # tool -> how many of its drifts have not fired yet
+        for drift in ep.drifts:
+            extra["unfired"][drift.spec.tool] = extra["unfired"].get(drift.spec.tool, 0) + 1
         extra["retire"] = {}
         extra["calls"] = {}
         extra["evidence"] = {}
@@ -154,27 +159,34 @@ class V1Ruleset(Ruleset):
         tool for tool-wide kinds), so the call that triggers it already meets the new contract.
         """
         step = ep.step
-        retiring = ep.extra["retire"].pop(step, None)
+        extra = ep.extra
+        retiring = extra["retire"].pop(step, None)
         if retiring:
             for tool, endpoint in retiring:
                 ep.tools[tool].retire(endpoint)
         if action is None or action.type not in TOOL_CALL_TYPES or not action.present:
             return []
-        api = ep.tools.get(action.tool)
+        tool = action.tool
+        api = ep.tools.get(tool)
         if api is None:
             return []
         canonical = api.canonical_of(action.endpoint)
-        fired = due_on_call(ep, action.tool, canonical)
-        calls = ep.extra["calls"]
-        for key in ((action.tool, None), (action.tool, canonical)) if canonical else ((action.tool, None),):
-            calls[key] = calls.get(key, 0) + 1
+        unfired = extra["unfired"]
+        # Most calls meet no drift: a tool whose drifts have all fired is not searched.
+        fired = due_on_call(ep, tool, canonical) if unfired.get(tool) else []
+        calls = extra["calls"]
+        calls[tool, None] = calls.get((tool, None), 0) + 1
+        if canonical:
+            calls[tool, canonical] = calls.get((tool, canonical), 0) + 1
+        if fired:
+            unfired[tool] -= len(fired)
         for drift in fired:
             spec = drift.spec
             api.apply_drift(spec.kind, spec.endpoint, spec.details, step)
             drift.fired = True
             drift.fired_step = step
             if spec.kind == "endpoint_deprecation":
-                ep.extra["retire"].setdefault(step + spec.details["sunset_after"], []).append(
+                extra["retire"].setdefault(step + spec.details["sunset_after"], []).append(
                     (spec.tool, spec.endpoint)
                 )
         return fired
@@ -258,6 +270,7 @@ class V1Ruleset(Ruleset):
             return
         tool = action.tool
         api = ep.tools.get(tool)
+        met_now: bool | None = None  # whether a drift fired on this step, asked at most once
         for drift in ep.drifts:
             spec = drift.spec
             if not drift.fired or spec.tool != tool:
@@ -267,18 +280,17 @@ class V1Ruleset(Ruleset):
                 if response["ok"]:
                     extra["evidence"].setdefault(index, step)
                 continue
-            on_target = spec.endpoint is None or action.endpoint in targets(spec)
+            on_target = spec.endpoint is None or action.endpoint in extra["targets"][index]
             if not response["ok"]:
                 extra["evidence"].setdefault(index, step)
                 if on_target and index not in extra["recovered"]:
                     # A call that meets a new drift may fail on it; that failure is not held
                     # against the drifts met earlier.
-                    if (
-                        drift.fired_step < step
-                        and index in extra["failed"]
-                        and any(d.fired_step == step for d in ep.drifts)
-                    ):
-                        continue
+                    if drift.fired_step < step and index in extra["failed"]:
+                        if met_now is None:
+                            met_now = any(d.fired_step == step for d in ep.drifts)
+                        if met_now:
+                            continue
                     extra["failed"].setdefault(index, step)
                     extra["failures"][index] = extra["failures"].get(index, 0) + 1
             elif on_target:

@@ -8,8 +8,8 @@ to `TEST_SEEDS[1]` are the test split, the rest train; held-out kinds are drawn 
 
 from __future__ import annotations
 
-import random
 from functools import lru_cache
+from itertools import accumulate
 from typing import Any
 
 from schemashift.env.episode import DriftSpec, Task
@@ -27,6 +27,7 @@ from schemashift.env.rulesets.v1.catalogue import (
     TOOL_WIDE,
     TOOL_WIDE_KINDS,
 )
+from schemashift.env.rulesets.v1.draws import Draws
 from schemashift.env.rulesets.v1.tools import API_CLASSES, WRITE_ENDPOINTS
 
 TEST_SEEDS = (0, 9999)
@@ -39,18 +40,23 @@ EXCLUSIVE_KINDS = frozenset({"endpoint_deprecation", "tool_removal"})
 ROUTED_ENDPOINTS = frozenset({("calendar", "delete_event"), ("calendar", "update_event")})
 
 
-def _derived_rng(*parts: Any) -> random.Random:
+def _derived_rng(*parts: Any) -> Draws:
     """A generator seeded from text: the same on every machine and Python build (never hash())."""
-    return random.Random("v1/" + "/".join(str(p) for p in parts))
+    return Draws("v1/" + "/".join(str(p) for p in parts))
 
 
 def split_of(seed: int) -> str:
     return "test" if seed <= TEST_SEEDS[1] else "train"
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=256)
 def build_task(scenario: str, seed: int) -> Task:
     """The task of (scenario, seed).
+
+    The cache serves what is played again soon after (a group of samples of one seed, the oracle
+    rebuilding the task it is shown); it is kept small because every cached task is a few hundred
+    objects the cyclic garbage collector walks: at 4096 tasks that walk cost a fresh-seed reset
+    about a tenth of its time.
 
     A world whose criteria contradict each other is drawn again (`builder.Redraw`), and so is a
     drift plan that an honest agent (one that reads what it must) could not finish with two steps
@@ -85,8 +91,9 @@ def build_task(scenario: str, seed: int) -> Task:
     calls: dict[str, int] = {}
     for op in spec.ops:
         calls[op["tool"]] = calls.get(op["tool"], 0) + 1
+    signature = plan_signature(spec.ops)
     for _ in range(50):
-        plan = draw_drifts(drift_rng, spec.ops, tier, split)
+        plan = draw_drifts(drift_rng, signature, tier, split)
         if _honest_steps_bound(plan, calls) <= max_steps - 2:
             return _task(scenario, seed, tier, family, max_steps, spec, split, plan)
     raise RuntimeError(f"no solvable drift plan for {scenario} seed {seed}")
@@ -140,8 +147,13 @@ def _task(scenario, seed, tier, family, max_steps, spec, split, plan) -> Task:
     )
 
 
+def plan_signature(ops: list[dict[str, Any]]) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """A plan's shape, which is all that drawing its drifts reads: its calls and their parameters."""
+    return tuple((op["tool"], op["endpoint"], tuple(sorted(op["params"]))) for op in ops)
+
+
 def draw_drifts(
-    rng: random.Random, ops: list[dict[str, Any]], tier: str, split: str
+    rng: Draws, signature: tuple[tuple[str, str, tuple[str, ...]], ...], tier: str, split: str
 ) -> tuple[DriftSpec, ...]:
     """Which endpoints drift, how, and on which call.
 
@@ -151,20 +163,20 @@ def draw_drifts(
     so every kind is common), each on an endpoint or tool the plan uses and firing on one of the
     plan's calls to it. Held-out kinds and pairs are drawn only in the test split.
     """
-    signature = tuple((op["tool"], op["endpoint"], tuple(sorted(op["params"]))) for op in ops)
     cruxes, crux_weights, kinds, kind_weights, options = _drift_options(signature, split)
+    # Weights are accumulated once per plan shape (`Draws.pick`), which draws as `choices` does.
     # Every (write, kind, variant) is equally likely to be the crux, and extra kinds are drawn with
     # weight sqrt(number of their variants): every kind stays common while the schedules spread.
-    tool, endpoint, kind, variants, nth = rng.choices(cruxes, crux_weights)[0]
+    tool, endpoint, kind, variants, nth = rng.pick(cruxes, crux_weights)
     plan = [DriftSpec(tool, kind, None, endpoint, dict(rng.choice(variants)), on_call=nth)]
     taken: dict[tuple[str, str | None], list[str]] = {(tool, endpoint): [kind]}
     wanted = rng.choice((3, 3, 4)) if tier == "easy" else rng.choice((3, 3, 4, 4))
     attempts = 0
     while len(plan) < wanted and attempts < 50:
         attempts += 1
-        kind = rng.choices(kinds, kind_weights)[0]
+        kind = rng.pick(kinds, kind_weights)
         targets, weights = options[kind]
-        tool, endpoint, variants, count = rng.choices(targets, weights)[0]
+        tool, endpoint, variants, count = rng.pick(targets, weights)
         already = taken.get((tool, endpoint), [])
         if not _compatible(kind, already):
             continue
@@ -180,7 +192,8 @@ def draw_drifts(
 @lru_cache(maxsize=256)
 def _drift_options(signature: tuple[tuple[str, str, tuple[str, ...]], ...], split: str):
     """What a plan of this shape can draw: crux candidates and, per kind, the targets of extra
-    drifts with their weights (a plan's shape is its calls and the parameters they pass)."""
+    drifts with their cumulative weights (a plan's shape is its calls and the parameters they
+    pass)."""
 
     def allowed(tool: str, kind: str) -> bool:
         return split == "test" or (kind not in HELD_OUT_KINDS and (tool, kind) not in HELD_OUT_PAIRS)
@@ -213,9 +226,10 @@ def _drift_options(signature: tuple[tuple[str, str, tuple[str, ...]], ...], spli
             if allowed(tool, kind):
                 targets.setdefault(kind, []).append((tool, endpoint, variants, count))
     kinds = sorted(targets)
-    options = {kind: (targets[kind], [len(t[2]) for t in targets[kind]]) for kind in kinds}
-    kind_weights = [sum(options[kind][1]) ** 0.5 for kind in kinds]
-    return cruxes, [len(c[3]) for c in cruxes], kinds, kind_weights, options
+    weights = {kind: [len(t[2]) for t in targets[kind]] for kind in kinds}
+    options = {kind: (targets[kind], list(accumulate(weights[kind]))) for kind in kinds}
+    kind_weights = list(accumulate(sum(weights[kind]) ** 0.5 for kind in kinds))
+    return cruxes, list(accumulate(len(c[3]) for c in cruxes)), kinds, kind_weights, options
 
 
 def _param_of(kind: str, variant: dict[str, Any]) -> str:

@@ -1,8 +1,11 @@
 """The three v1 tools (mail, calendar, crm): their documented endpoints and canonical handlers.
 
-Handlers read and write the episode's world (plain records copied from the task's seed data)
-and raise ApiError for request-level failures (a record that does not exist, a bad value). They
-answer with copies, never with the world's own records. Every successful write is logged
+Handlers read and write the episode's world and raise ApiError for request-level failures (a
+record that does not exist, a bad value). The world's records are read-only
+(`schemashift.env.frozen`) and a write replaces a record instead of changing it, so an episode
+starts by sharing its task's seeded records, a response hands out the records themselves, and
+nothing a response or the task holds can change the world or be changed by it. Every successful
+write is logged
 (`log`: create / update with the fields whose value changed / delete), and the calendar also
 logs the notices a real calendar sends at once (`notices`: invitations to added attendees,
 cancellation notices to the attendees of a cancelled or deleted event), which grading reads
@@ -14,15 +17,35 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from schemashift.env.frozen import KEPT, FrozenDict, freeze
 from schemashift.env.rulesets.v1.api import Api, ApiError
 
 SENT_AT = "2026-04-25T10:00:00Z"
 PAGE = 20
 
 
-def _copy(record: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a record that shares no list with it."""
-    return {k: list(v) if isinstance(v, list) else v for k, v in record.items()}
+def _records(data: dict[str, Any], key: str) -> list[FrozenDict]:
+    """A tool's seeded records as its world starts: the list is the episode's, the read-only
+    records are shared with the task (frozen here only if a caller seeded plain ones)."""
+    records = data.get(key, ())
+    if KEPT.issuperset(map(type, records)):
+        return list(records)
+    return [freeze(record) for record in records]
+
+
+def _replace(records: list[FrozenDict], record: FrozenDict, changes: dict[str, Any]) -> FrozenDict:
+    """Write `changes` to `record` in `records` as a new read-only record (copy-on-write)."""
+    new = freeze({**record, **changes})
+    records[_index(records, record)] = new
+    return new
+
+
+def _index(records: list[FrozenDict], record: FrozenDict) -> int:
+    """Where `record` itself sits (by identity: an equal twin is another record)."""
+    for i, candidate in enumerate(records):
+        if candidate is record:
+            return i
+    raise ValueError("record is not in the world")
 
 
 class MailApi(Api):
@@ -54,19 +77,19 @@ class MailApi(Api):
     RECORD_FIELDS = frozenset({"to", "subject", "body"})
 
     def load(self, data: dict[str, Any]) -> None:
-        self.inbox = [_copy(m) for m in data.get("messages", ())]
+        self.inbox = _records(data, "messages")
         self.sent: list[dict[str, Any]] = []
 
     def h_list_messages(self, p: dict[str, Any]) -> dict[str, Any]:
         folder = p["folder"]
         pool = self.sent if folder == "sent" else [m for m in self.inbox if m.get("folder") == folder]
         limit = p.get("limit", PAGE)
-        return {"messages": [_copy(m) for m in pool[: max(0, limit)]], "next_page_token": None}
+        return {"messages": pool[: max(0, limit)], "next_page_token": None}
 
     def h_get_message(self, p: dict[str, Any]) -> dict[str, Any]:
         for message in self.inbox + self.sent:
             if message["message_id"] == p["message_id"]:
-                return _copy(message)
+                return message
         raise ApiError(404, f"Message {p['message_id']!r} not found.")
 
     def h_send_message(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -76,14 +99,16 @@ class MailApi(Api):
             raise ApiError(422, f"Invalid recipient address(es): {recipients!r}.")
         message_id = f"msg_{len(self.inbox) + len(self.sent) + 1}"
         self.sent.append(
-            {
-                "message_id": message_id,
-                "from": "me@company.com",
-                "to": recipients,
-                "subject": p["subject"],
-                "body": p["body"],
-                "folder": "sent",
-            }
+            freeze(
+                {
+                    "message_id": message_id,
+                    "from": "me@company.com",
+                    "to": recipients,
+                    "subject": p["subject"],
+                    "body": p["body"],
+                    "folder": "sent",
+                }
+            )
         )
         return {"message_id": message_id, "sent_at": SENT_AT}
 
@@ -154,7 +179,7 @@ class CalendarApi(Api):
     STATUSES = ("confirmed", "tentative", "cancelled")
 
     def load(self, data: dict[str, Any]) -> None:
-        self.events = [_copy(e) for e in data.get("events", ())]
+        self.events = _records(data, "events")
         self.next_id = len(self.events) + 1
         self.log: list[dict[str, Any]] = []
         self.notices: list[dict[str, Any]] = []
@@ -173,7 +198,7 @@ class CalendarApi(Api):
 
     def h_list_events(self, p: dict[str, Any]) -> dict[str, Any]:
         lo, hi = p["date_from"], p["date_to"]
-        hits = [_copy(e) for e in self.events if e["start"] <= hi and e["end"] >= lo]
+        hits = [e for e in self.events if e["start"] <= hi and e["end"] >= lo]
         return {"events": hits[: max(0, p.get("limit", PAGE))]}
 
     def _check_times(self, start: str, end: str) -> None:
@@ -186,20 +211,22 @@ class CalendarApi(Api):
 
     def h_create_event(self, p: dict[str, Any]) -> dict[str, Any]:
         self._check_times(p["start"], p["end"])
-        event = {
-            "event_id": f"evt_{self.next_id}",
-            "title": p["title"],
-            "start": p["start"],
-            "end": p["end"],
-            "attendees": list(p["attendees"]),
-            "location": p.get("location", ""),
-            "status": "confirmed",
-        }
+        event = freeze(
+            {
+                "event_id": f"evt_{self.next_id}",
+                "title": p["title"],
+                "start": p["start"],
+                "end": p["end"],
+                "attendees": list(p["attendees"]),
+                "location": p.get("location", ""),
+                "status": "confirmed",
+            }
+        )
         self.next_id += 1
         self.events.append(event)
         self.log.append({"op": "create", "id": event["event_id"], "title": event["title"]})
         self._notify("invitation", event, list(event["attendees"]))
-        return _copy(event)
+        return event
 
     def h_update_event(self, p: dict[str, Any]) -> dict[str, Any]:
         event = self._find(p["event_id"])
@@ -208,9 +235,9 @@ class CalendarApi(Api):
         changes = {k: v for k, v in p.items() if k != "event_id" and event.get(k) != v}
         if "start" in changes or "end" in changes:
             self._check_times(changes.get("start", event["start"]), changes.get("end", event["end"]))
-        before = _copy(event)
-        event.update({k: list(v) if isinstance(v, list) else v for k, v in changes.items()})
+        before = event
         if changes:
+            event = _replace(self.events, event, changes)
             self.log.append({"op": "update", "id": event["event_id"], "fields": sorted(changes)})
         was_active, active = before["status"] != "cancelled", event["status"] != "cancelled"
         if was_active and not active:
@@ -218,7 +245,7 @@ class CalendarApi(Api):
         elif active:
             invited = before["attendees"] if was_active else []
             self._notify("invitation", event, [a for a in event["attendees"] if a not in invited])
-        return _copy(event)
+        return event
 
     def h_delete_event(self, p: dict[str, Any]) -> dict[str, Any]:
         event = self._find(p["event_id"])
@@ -269,7 +296,7 @@ class CrmApi(Api):
     RECORD_FIELDS = frozenset({"contact_id", "name", "email", "company", "status"})
 
     def load(self, data: dict[str, Any]) -> None:
-        self.contacts = [_copy(c) for c in data.get("contacts", ())]
+        self.contacts = _records(data, "contacts")
         self.next_id = len(self.contacts) + 1
         self.log: list[dict[str, Any]] = []
 
@@ -289,33 +316,33 @@ class CrmApi(Api):
             wanted = str(p["name"]).lower()
             hits = [c for c in hits if wanted in c["name"].lower()]
         limit = p.get("limit", PAGE)
-        return {"contacts": [_copy(c) for c in hits[: max(0, limit)]], "total": len(hits)}
+        return {"contacts": hits[: max(0, limit)], "total": len(hits)}
 
     def h_get_contact(self, p: dict[str, Any]) -> dict[str, Any]:
-        return _copy(self._find(p["contact_id"]))
+        return self._find(p["contact_id"])
 
     def h_create_contact(self, p: dict[str, Any]) -> dict[str, Any]:
         if "@" not in p["email"]:
             raise ApiError(422, f"Invalid email {p['email']!r}.")
-        contact = {
-            "contact_id": f"c_{self.next_id}",
-            "name": p["name"],
-            "email": p["email"],
-            "company": p.get("company", ""),
-            "status": "active",
-        }
+        contact = FrozenDict(
+            contact_id=f"c_{self.next_id}",
+            name=p["name"],
+            email=p["email"],
+            company=p.get("company", ""),
+            status="active",
+        )
         self.next_id += 1
         self.contacts.append(contact)
         self.log.append({"op": "create", "id": contact["contact_id"]})
-        return _copy(contact)
+        return contact
 
     def h_update_contact(self, p: dict[str, Any]) -> dict[str, Any]:
         contact = self._find(p["contact_id"])
         changes = {k: v for k, v in p.items() if k != "contact_id" and contact.get(k) != v}
-        contact.update(changes)
         if changes:
+            contact = _replace(self.contacts, contact, changes)
             self.log.append({"op": "update", "id": contact["contact_id"], "fields": sorted(changes)})
-        return _copy(contact)
+        return contact
 
 
 API_CLASSES: dict[str, type[Api]] = {cls.name: cls for cls in (MailApi, CalendarApi, CrmApi)}

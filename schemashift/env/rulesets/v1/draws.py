@@ -1,0 +1,53 @@
+"""The generator v1 draws its tasks with: `random.Random`'s stream, fewer Python frames per draw.
+
+Building a task makes about a hundred `choice` and `randint` draws, and `random.Random` spends
+three Python frames on each (choice -> _randbelow; randint -> randrange -> _randbelow), which made
+them a fifth of a fresh v1 episode's reset. `Draws` does the same arithmetic in one frame: each
+method returns what `random.Random`'s returns and takes the same bits from the same Mersenne
+Twister, so every seed draws the task it always drew (tests/env/v1/test_draws.py holds the two
+equal over random call sequences; the pinned v1 vectors hold the tasks).
+"""
+
+from __future__ import annotations
+
+import random
+from bisect import bisect
+from collections.abc import Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class Draws(random.Random):
+    def choice(self, seq: Sequence[T]) -> T:
+        """`random.Random.choice`: `seq[_randbelow(len(seq))]` by rejection sampling."""
+        n = len(seq)
+        if not n:
+            raise IndexError("Cannot choose from an empty sequence")
+        getrandbits = self.getrandbits
+        k = n.bit_length()
+        r = getrandbits(k)
+        while r >= n:
+            r = getrandbits(k)
+        return seq[r]
+
+    def randint(self, a: int, b: int) -> int:
+        """`random.Random.randint` (`a + _randbelow(b - a + 1)`); anything but two ordered ints
+        takes the library's own path, with its errors."""
+        if type(a) is not int or type(b) is not int or b < a:
+            return super().randint(a, b)
+        n = b - a + 1
+        getrandbits = self.getrandbits
+        k = n.bit_length()
+        r = getrandbits(k)
+        while r >= n:
+            r = getrandbits(k)
+        return a + r
+
+    def pick(self, population: Sequence[T], cum_weights: Sequence[float]) -> T:
+        """`choices(population, cum_weights=cum_weights)[0]`, for weights accumulated once
+        (`random.choices(population, weights)` accumulates them into the same list first)."""
+        total = cum_weights[-1] + 0.0
+        if total <= 0.0:
+            raise ValueError("Total of weights must be greater than zero")
+        return population[bisect(cum_weights, self.random() * total, 0, len(population) - 1)]

@@ -1,0 +1,85 @@
+"""`Draws` is `random.Random` with faster draws: same values, same bits consumed, same errors."""
+
+from __future__ import annotations
+
+import random
+import warnings
+from itertools import accumulate
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from schemashift.env.rulesets.v1.draws import Draws
+
+pytestmark = pytest.mark.timeout(120)
+
+#: one draw: which method, and its arguments (`pick` is compared with `choices(...)[0]`)
+CALLS = st.one_of(
+    st.tuples(st.just("choice"), st.lists(st.integers(), min_size=1, max_size=70)),
+    st.tuples(
+        st.just("randint"),
+        st.integers(-(2**70), 2**70),
+        st.integers(0, 2**70) | st.integers(0, 40),
+    ),
+    st.tuples(
+        st.just("pick"),
+        st.lists(
+            st.integers(1, 9) | st.floats(0.01, 50.0, allow_nan=False, allow_infinity=False),
+            min_size=1,
+            max_size=30,
+        ),
+    ),
+    st.tuples(st.just("random")),
+    st.tuples(st.just("sample"), st.integers(1, 30)),
+)
+
+
+def _draw(rng: random.Random, call: tuple, fast: bool):
+    name, *args = call
+    if name == "choice":
+        return rng.choice(args[0])
+    if name == "randint":
+        low, span = args
+        return rng.randint(low, low + span)
+    if name == "pick":
+        weights = args[0]
+        population = list(range(len(weights)))
+        if fast:
+            return rng.pick(population, list(accumulate(weights)))
+        return rng.choices(population, weights)[0]
+    if name == "sample":
+        return rng.sample(range(40), args[0])
+    return rng.random()
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.text(max_size=30) | st.integers(0, 2**64), calls=st.lists(CALLS, max_size=60))
+def test_every_draw_and_the_stream_after_it_match_random(seed, calls):
+    fast, reference = Draws(seed), random.Random(seed)
+    for call in calls:
+        assert _draw(fast, call, True) == _draw(reference, call, False)
+    assert fast.getstate() == reference.getstate()
+
+
+def _outcome(rng: random.Random, method: str, args: tuple):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            return getattr(rng, method)(*args)
+        except Exception as exc:  # the outcome compared is the exception's type
+            return type(exc)
+
+
+@pytest.mark.parametrize(
+    ("method", "args"),
+    [("choice", ([],)), ("randint", (5, 4)), ("randint", (1.5, 4)), ("randint", (1, 4.0))],
+)
+def test_bad_arguments_end_as_random_ends(method, args):
+    """The same value or the same error as the running Python's own `random.Random`."""
+    assert _outcome(Draws(1), method, args) == _outcome(random.Random(1), method, args)
+
+
+def test_pick_refuses_weights_that_sum_to_zero():
+    with pytest.raises(ValueError, match="greater than zero"):
+        Draws(1).pick(["a", "b"], [0, 0])
