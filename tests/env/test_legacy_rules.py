@@ -927,3 +927,49 @@ def test_history_window_is_last_five_steps():
     assert [h["step"] for h in obs["history"]] == [3, 4, 5, 6, 7]
     assert obs["history"][-1]["reward_breakdown"] == reward
     assert obs["history"][-1]["action"] == {"type": "call_tool"}
+
+
+def _drifted_docs(ruleset: LegacyRuleset, scenario: str, seed: int, steps: int) -> dict:
+    """The documentation an observation shows after `steps` inspections (drifts fire on the clock)."""
+    env = Environment(ruleset)
+    obs = env.reset(scenario, seed)
+    for _ in range(steps):
+        obs, _ = env.step(inspect("mail"))
+    return obs["tool_schemas"]
+
+
+@pytest.mark.parametrize("scenario", [M1, M2, M3])
+def test_drifted_documentation_is_shared_only_where_the_same_specs_were_applied(scenario):
+    """The documentation after drift is kept by tools and applied specs and shared between
+    episodes; it equals one rebuilt from the tools, and a task whose spec is another object (even
+    one with equal content, or other details) gets its own."""
+    ruleset = LegacyRuleset()
+    steps = SCENARIOS[scenario]["max_steps"] - 1
+    first = _drifted_docs(ruleset, scenario, 0, steps)
+    again = _drifted_docs(ruleset, scenario, 1, steps)
+    assert again is first
+    env = Environment(LegacyRuleset())
+    env.reset(scenario, 0)
+    for _ in range(steps):
+        env.step(inspect("mail"))
+    rebuilt = {name: tool.schema_view() for name, tool in env.episode.tools.items()}
+    assert first == rebuilt
+
+    original = ruleset.build_task
+    plan = original(scenario, 0).drift_plan
+    twins = tuple(dataclasses.replace(spec, details=copy.deepcopy(spec.details)) for spec in plan)
+    ruleset.build_task = lambda s, seed: dataclasses.replace(original(s, seed), drift_plan=twins)
+    twin_docs = _drifted_docs(ruleset, scenario, 2, steps)
+    assert twin_docs is not first and twin_docs == first
+
+    renamed = tuple(
+        dataclasses.replace(spec, details={**spec.details, "to": "attendee_list"})
+        if spec.details.get("to") == "participants"
+        else spec
+        for spec in plan
+    )
+    if renamed != plan:
+        ruleset.build_task = lambda s, seed: dataclasses.replace(original(s, seed), drift_plan=renamed)
+        other = _drifted_docs(ruleset, scenario, 3, steps)
+        assert other != first
+        assert "attendee_list" in json.dumps(other)

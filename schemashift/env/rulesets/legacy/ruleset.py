@@ -19,7 +19,7 @@ from schemashift.env.actions import (
     TOOL_CALL_TYPES,
     Action,
 )
-from schemashift.env.episode import DriftEvent, Episode, ScenarioInfo, Task
+from schemashift.env.episode import DriftEvent, DriftSpec, Episode, ScenarioInfo, Task
 from schemashift.env.frozen import EMPTY_LIST, FrozenDict, FrozenList, freeze
 from schemashift.env.rulesets.base import (
     RUBRIC_COLUMNS,
@@ -62,6 +62,8 @@ SUMMARY_MENTIONS = {"complete_summary_mentions_company": ("globex", "acme", "ini
 SEND_ENDPOINTS = frozenset({"send_message", "messages.send"})
 CONTACT_UPDATE_ENDPOINTS = frozenset({"update_contact", "contacts.patch"})
 HISTORY_WINDOW = 5
+#: how many drifted documentations a ruleset instance keeps (a scenario has a handful)
+DRIFTED_DOCS_KEPT = 256
 
 
 class LegacyRuleset(Ruleset):
@@ -86,8 +88,8 @@ class LegacyRuleset(Ruleset):
             ScenarioInfo(sid, s["tier"], sid, s["tools"], s["max_steps"], s["description"])
             for sid, s in SCENARIOS.items()
         ]
-        #: the documentation episodes start with, by their tools (see new_episode)
-        self._start_docs: dict[tuple[str, ...], dict[str, Any]] = {}
+        #: the documentation by tools and the drift specs applied (see `documentation`)
+        self._drifted_docs: dict[tuple[Any, ...], tuple[tuple[DriftSpec, ...], dict[str, Any]]] = {}
 
     def scenarios(self) -> list[ScenarioInfo]:
         return list(self._infos)
@@ -135,13 +137,9 @@ class LegacyRuleset(Ruleset):
             "success_criteria": _frozen_criteria(task.success_criteria),
         }
         # Parts of views are frozen where they are made (see schemashift.env.frozen), and
-        # those every episode starts with are shared between episodes.
-        docs = self._start_docs.get(task.tools)
-        if docs is None:
-            # Fresh tools of a class share one schema view, so every episode over the same tools
-            # starts with the same documentation until a drift changes a tool.
-            docs = self._start_docs[task.tools] = self.documentation(ep)
-        ep.docs = docs
+        # those every episode starts with, the documentation included, are shared between
+        # episodes.
+        ep.extra["applied"] = ()  # the drift specs applied so far, in order (`documentation`)
         ep.extra["visible_drifts"] = EMPTY_LIST
         ep.extra["completion"] = None
         ep.extra["known_state"] = None
@@ -165,6 +163,7 @@ class LegacyRuleset(Ruleset):
                 drift.fired = True
                 drift.fired_step = ep.step
                 fired.append(drift)
+                ep.extra["applied"] += (spec,)
         ep.docs = None
         return fired
 
@@ -306,10 +305,25 @@ class LegacyRuleset(Ruleset):
 
     # -- what the agent sees (spec 2.5) ------------------------------------------------------------------
     def documentation(self, ep: Episode) -> dict[str, dict[str, Any]]:
-        """The live schema of every tool, rebuilt after drift."""
+        """The live schema of every tool, rebuilt after drift.
+
+        A tool's schemas are a function of its class and the drift specs applied to it, in order,
+        and a scenario's episodes apply the same specs: so the documentation is kept by tools
+        and applied specs (identity, checked on a hit) and shared between episodes (it is frozen).
+        """
         docs = ep.docs
         if docs is None:
-            docs = ep.docs = FrozenDict({name: tool.schema_view() for name, tool in ep.tools.items()})
+            applied = ep.extra["applied"]
+            key = (ep.task.tools, *map(id, applied))
+            kept = self._drifted_docs.get(key)
+            if kept is not None and all(a is b for a, b in zip(kept[0], applied, strict=True)):
+                docs = kept[1]
+            else:
+                docs = FrozenDict({name: tool.schema_view() for name, tool in ep.tools.items()})
+                if len(self._drifted_docs) >= DRIFTED_DOCS_KEPT:
+                    self._drifted_docs.clear()
+                self._drifted_docs[key] = (applied, docs)
+            ep.docs = docs
         return docs
 
     def visible_step(self, record: dict[str, Any]) -> dict[str, Any]:

@@ -22,9 +22,8 @@ def due_on_call(ep: Episode, tool: str, canonical: str | None) -> list[DriftEven
     on_endpoint = calls.get((tool, canonical), 0) + 1 if canonical else 0
     return [
         d
-        for d in ep.drifts
+        for d in ep.extra["drifts_of"].get(tool, ())
         if not d.fired
-        and d.spec.tool == tool
         and (
             (d.spec.endpoint is None and d.spec.on_call == on_tool)
             or (canonical and d.spec.endpoint == canonical and d.spec.on_call == on_endpoint)

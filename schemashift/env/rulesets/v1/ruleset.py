@@ -129,8 +129,11 @@ class V1Ruleset(Ruleset):
         # The live names whose calls count for each endpoint-level drift (`drifts.targets`).
         extra["targets"] = [targets(d.spec) if d.spec.endpoint is not None else () for d in ep.drifts]
         extra["unfired"] = {}  # tool -> how many of its drifts have not fired yet
+        extra["drifts_of"] = {}  # tool -> its drifts, in plan order (`drifts.due_on_call`)
         for drift in ep.drifts:
             extra["unfired"][drift.spec.tool] = extra["unfired"].get(drift.spec.tool, 0) + 1
+            extra["drifts_of"].setdefault(drift.spec.tool, []).append(drift)
+        extra["drift_step"] = None  # the last step on which a drift fired
         extra["retire"] = {}
         extra["calls"] = {}
         extra["evidence"] = {}
@@ -160,7 +163,7 @@ class V1Ruleset(Ruleset):
         """
         step = ep.step
         extra = ep.extra
-        retiring = extra["retire"].pop(step, None)
+        retiring = extra["retire"].pop(step, None) if extra["retire"] else None
         if retiring:
             for tool, endpoint in retiring:
                 ep.tools[tool].retire(endpoint)
@@ -180,6 +183,7 @@ class V1Ruleset(Ruleset):
             calls[tool, canonical] = calls.get((tool, canonical), 0) + 1
         if fired:
             unfired[tool] -= len(fired)
+            extra["drift_step"] = step
         for drift in fired:
             spec = drift.spec
             api.apply_drift(spec.kind, spec.endpoint, spec.details, step)
@@ -270,11 +274,10 @@ class V1Ruleset(Ruleset):
             return
         tool = action.tool
         api = ep.tools.get(tool)
-        met_now: bool | None = None  # whether a drift fired on this step, asked at most once
-        for drift in ep.drifts:
-            spec = drift.spec
-            if not drift.fired or spec.tool != tool:
+        for drift in extra["drifts_of"].get(tool, ()):
+            if not drift.fired:
                 continue
+            spec = drift.spec
             index = drift.index
             if kind == INSPECT_SCHEMA:
                 if response["ok"]:
@@ -286,11 +289,8 @@ class V1Ruleset(Ruleset):
                 if on_target and index not in extra["recovered"]:
                     # A call that meets a new drift may fail on it; that failure is not held
                     # against the drifts met earlier.
-                    if drift.fired_step < step and index in extra["failed"]:
-                        if met_now is None:
-                            met_now = any(d.fired_step == step for d in ep.drifts)
-                        if met_now:
-                            continue
+                    if drift.fired_step < step and index in extra["failed"] and extra["drift_step"] == step:
+                        continue
                     extra["failed"].setdefault(index, step)
                     extra["failures"][index] = extra["failures"].get(index, 0) + 1
             elif on_target:
