@@ -23,6 +23,7 @@ from schemashift.policies import make_policy
 from schemashift.rollout import io, resultset
 from schemashift.rollout.backends import InProcessBackend, RemoteBackend
 from schemashift.rollout.runner import SweepContext, cells, run_sweep
+from schemashift.rollout.validate import differences
 
 pytest.importorskip("fastmcp")
 from fastmcp import Client  # noqa: E402
@@ -91,6 +92,7 @@ def test_mcp_episodes_are_recorded_as_runs_records(tmp_path):
         for ruleset, scenario, seed in CELLS:
             plan = oracle_plan(ruleset, scenario, seed)
             asyncio.run(play_over_mcp(mcp_url(url), ruleset, scenario, seed, "oracle", plan))
+    assert next(differences(tmp_path), None) is None  # `validate` re-grades the recordings
     episodes = recorded(tmp_path)
     expected = run_records("oracle", CELLS)
     assert len(episodes) == len(CELLS)
