@@ -188,7 +188,11 @@ def cases(bad: dict[str, Path], tmp: Path) -> dict[str, list[list[str]]]:
             ["--model", "m", "--out", out, "--scenarios", "nope"],
         ],
         "tiny-model": [["--out", out, "--steps", "0"]],
-        "validate": [[a_file], [str(tmp / "nowhere")], *([folder] for folder in manifests(bad, not_mappings, tmp))],
+        "validate": [
+            [a_file],
+            [str(tmp / "nowhere")],
+            *([folder] for folder in manifests(bad, not_mappings, tmp)),
+        ],
         "train": [["--config", path, "--run", "r", "--out", out] for path in files],
     }
 
