@@ -5,10 +5,11 @@ Every result set under the folder (episodes, drifts, trajectories) is re-graded:
 episode's trajectory is replayed in-process through the runner's own bookkeeping and must give
 the recorded row (every column but what the policy side measured: tokens, parse failures, wall
 time, package version) and drift rows. Then the settings the folder declares are checked against
-what the records show: the aggregate's `manifest.json` (record version, sources such as ruleset
-versions and generation configs, every cell with its harness, seed and status, the counts, and
-the merged tables beside it) or an evaluation's `eval.json` (policy, ruleset and version, the
-scenarios x seeds x samples, generation config with its harness, run id and config digest).
+what the records show: the aggregate's `manifest.json` at the top (record version, sources such
+as ruleset versions and generation configs, every cell with its harness, seed and status, the
+counts, and the merged tables beside it) and each evaluation's `eval.json` beside its result set
+(policy, ruleset and version, the scenarios x seeds x samples, generation config with its
+harness, run id and config digest).
 `differences` yields what disagrees, first found first.
 """
 
@@ -61,11 +62,11 @@ def differences(root: str | Path) -> Iterator[str]:
             return
         found = io.read_parquet_rows(directory / resultset.EPISODES_FILE)
         yield from regrade(directory, found)
+        if (directory / EVAL_PIN).is_file():
+            yield from check_eval_pin(directory / EVAL_PIN, _read_json(directory / EVAL_PIN), found)
         rows += found
     if (root / MANIFEST).is_file():
         yield from check_manifest(root, _read_json(root / MANIFEST), rows)
-    elif (root / EVAL_PIN).is_file():
-        yield from check_eval_pin(root / EVAL_PIN, _read_json(root / EVAL_PIN), rows)
 
 
 def result_sets(root: Path) -> list[Path]:

@@ -34,9 +34,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"difference: {first}")
         return 1
     sets = result_sets(root)
-    declared = next((name for name in (MANIFEST, EVAL_PIN) if (root / name).is_file()), None)
+    declared = [str(d.relative_to(root) / EVAL_PIN) for d in sets if (d / EVAL_PIN).is_file()]
+    if (root / MANIFEST).is_file():
+        declared.insert(0, MANIFEST)
     settings = (
-        f"settings of {declared} agree"
+        f"settings of {', '.join(declared)} agree"
         if declared
         else "no manifest.json or eval.json to check settings against"
     )

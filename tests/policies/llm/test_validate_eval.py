@@ -29,6 +29,9 @@ def test_an_evaluation_folder_is_verified_and_a_tampered_temperature_is_not(tmp_
     capsys.readouterr()
     assert main(["validate", str(out)]) == 0
     assert "settings of eval.json agree" in capsys.readouterr().out
+    # a folder above it (the workflow's results/) checks the evaluation's pin beside its set
+    assert main(["validate", str(tmp_path)]) == 0
+    assert "settings of eval/eval.json agree" in capsys.readouterr().out
 
     original = (out / "eval.json").read_text()
     pin = json.loads(original)
@@ -44,5 +47,5 @@ def test_an_evaluation_folder_is_verified_and_a_tampered_temperature_is_not(tmp_
     pin = json.loads(original)
     pin["invocation"]["seeds"] = [0, 1, 2]
     (out / "eval.json").write_text(json.dumps(pin))
-    assert main(["validate", str(out)]) == 1
+    assert main(["validate", str(tmp_path)]) == 1
     assert "declare 3 cells, the records hold 2" in capsys.readouterr().out
