@@ -170,12 +170,12 @@ def check_manifest(root: Path, manifest: dict[str, Any], rows: list[dict[str, An
         row = by_key.get(key)
         status = row["status"] if row is not None else "missing"
         if cell.get("status") != status:
-            closest = _closest(cell, rows)
-            shown = f"; the records show {closest}" if closest else ""
-            yield (
-                f"{where}: cell {describe(cell)} is {cell.get('status')!r}, "
-                f"the records show {status!r}{shown}"
-            )
+            if row is not None:
+                shown = f"the records show {status!r}"
+            else:
+                closest = _closest(cell, rows)
+                shown = "the records hold no such episode" + (f" (theirs has {closest})" if closest else "")
+            yield f"{where}: cell {describe(cell)} is {cell.get('status')!r} there, {shown}"
             return
     inputs = manifest.get("inputs") or {}
     statuses = [row["status"] for row in rows]

@@ -83,7 +83,7 @@ def test_a_tampered_merged_table_is_the_difference(results, tmp_path, capsys):
     [
         (
             lambda m: m["cells"][0].update(harness="tools"),
-            "the records show 'missing'; the records show harness None",
+            "is 'graded' there, the records hold no such episode (theirs has harness None)",
         ),
         (
             lambda m: m["sources"].update(generation_config=['{"temperature": 0.0}']),
