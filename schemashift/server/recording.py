@@ -11,6 +11,7 @@ folder as they read `run`'s shards.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 import urllib.parse
@@ -25,6 +26,7 @@ from schemashift.rollout.runner import Cell, SweepContext, episode_result, write
 
 #: what a client may declare as its policy or harness (model ids such as `hf:org/model` included)
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+@/-]{0,99}")
+LOG = logging.getLogger(__name__)
 #: the policy recorded when a client declares none
 DEFAULT_POLICY = "external"
 
@@ -90,16 +92,21 @@ class ServedEpisode:
             self.end()
 
     def end(self) -> Path | None:
-        """Write the episode (a left one as it stands, if it took a step); only once."""
+        """Write the episode (a left one as it stands, if it took a step); only once. A write
+        that fails (a full disk) is logged, not raised: the client's step was applied."""
         if self.written or not self.per_step:
             return None
         self.written = True
-        folder, sample = self.store.claim(self.cell, self.context.policy)
-        cell = Cell(self.cell.ruleset, self.cell.scenario, self.cell.seed, sample)
         wall_s = time.perf_counter() - self.started
-        outcome = outcome_of(self.ruleset, self.episode)
-        result = episode_result(
-            outcome, cell, self.context, self.per_step, wall_s, tokens=(None, None), parse_failures=None
-        )
-        write_results(folder, [result])
+        try:
+            folder, sample = self.store.claim(self.cell, self.context.policy)
+            cell = Cell(self.cell.ruleset, self.cell.scenario, self.cell.seed, sample)
+            outcome = outcome_of(self.ruleset, self.episode)
+            result = episode_result(
+                outcome, cell, self.context, self.per_step, wall_s, tokens=(None, None), parse_failures=None
+            )
+            write_results(folder, [result])
+        except OSError as exc:  # the client's step stands; the server's log says what was lost
+            LOG.error("cannot record the episode %s in %s: %s", self.cell, self.store.directory, exc)
+            return None
         return folder

@@ -168,6 +168,29 @@ def test_a_left_episode_is_recorded_as_it_stands_and_bad_policy_names_are_refuse
     assert not (tmp_path / "..escape").exists() and not (tmp_path.parent / "escape").exists()
 
 
+def test_an_episode_that_cannot_be_written_is_logged_and_the_session_goes_on(tmp_path, caplog):
+    (tmp_path / "legacy").write_text("a file where the ruleset's folder would go")
+    ruleset, scenario, seed = CELLS[0]
+    plan = oracle_plan(ruleset, scenario, seed)
+
+    async def play():
+        async with Client(mcp_url(url)) as client:
+            await client.call_tool("reset", {"scenario": scenario, "seed": seed, "policy": "oracle"})
+            for action in plan:
+                name, arguments = as_tool_call(action)
+                result = await client.call_tool(name, arguments, raise_on_error=False)
+            return result
+
+    with (
+        caplog.at_level("ERROR", logger="schemashift.server.recording"),
+        running_server(record_dir=tmp_path) as url,
+    ):
+        last = asyncio.run(play())
+    assert not last.is_error and last.structured_content["grade"]["success"] is True
+    assert recorded(tmp_path) == []
+    assert any("cannot record the episode" in r.getMessage() for r in caplog.records)
+
+
 def wait_for_health(port: int, server: subprocess.Popen) -> None:
     deadline = time.monotonic() + 60
     while True:
