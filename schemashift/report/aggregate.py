@@ -223,7 +223,14 @@ def manifest(
         },
         "sources": {
             column: _distinct(episodes, column)
-            for column in ("env_version", "ruleset_version", "git_sha", "config_hash", "image")
+            for column in (
+                "env_version",
+                "ruleset_version",
+                "git_sha",
+                "config_hash",
+                "image",
+                "generation_config",
+            )
         },
         "cells": cells,
         "counts": count_statuses(cells),

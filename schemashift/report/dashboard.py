@@ -239,10 +239,16 @@ def learning_rows(a: Analysis, run: TrainingRun, ruleset: str) -> list[dict[str,
 
 
 def plan(
-    a: Analysis, figures_dir: str | Path | None = None, project: str = TRACKIO_PROJECT
+    a: Analysis,
+    figures_dir: str | Path | None = None,
+    project: str = TRACKIO_PROJECT,
+    trajectories: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """Everything the export writes, as plain data: per run its group, config, steps, timestamps,
-    metrics per step and media files; deterministic for the same results."""
+    metrics per step and media files, and the episodes of `trajectories` as trace runs
+    (`traces.trace_runs`); deterministic for the same results."""
+    from schemashift.report.traces import trace_runs
+
     runs = []
     for run in a.runs.values():
         ruleset = run.ruleset
@@ -284,7 +290,7 @@ def plan(
                 "media": media,
             }
         )
-    return {"project": project, "runs": runs}
+    return {"project": project, "runs": runs, "traces": trace_runs(trajectories)}
 
 
 def run_config(a: Analysis, run: TrainingRun, baseline_rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -321,15 +327,20 @@ def _project_dir(project: str) -> str:
 
 
 def export(
-    a: Analysis, out_dir: str | Path, figures_dir: str | Path | None = None, project: str = TRACKIO_PROJECT
+    a: Analysis,
+    out_dir: str | Path,
+    figures_dir: str | Path | None = None,
+    project: str = TRACKIO_PROJECT,
+    trajectories: Sequence[Mapping[str, Any]] = (),
 ) -> Path:
     """Write the project under `out_dir` (a TRACKIO_DIR): `<project>.db` and `media/<project>/`,
-    replacing what an earlier export left there. Returns the database path."""
+    with the episodes of `trajectories` as traces, replacing what an earlier export left there.
+    Returns the database path."""
     import importlib.util
 
     if importlib.util.find_spec("trackio") is None:
         raise ModuleNotFoundError("No module named 'trackio'", name="trackio")
-    data = plan(a, figures_dir, project)
+    data = plan(a, figures_dir, project, trajectories)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     staging = out / f".staging-{os.getpid()}"
@@ -395,6 +406,7 @@ def publish(out_dir: str | Path, space_id: str, project: str = TRACKIO_PROJECT) 
 
 def write_plan(path: str | Path) -> None:
     """The child process: log a plan with Trackio's bulk path into $TRACKIO_DIR."""
+    from trackio import Trace
     from trackio.sqlite_storage import SQLiteStorage
 
     data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -408,6 +420,25 @@ def write_plan(path: str | Path) -> None:
             steps=run["steps"],
             timestamps=run["timestamps"],
             config=run["config"],
+        )
+    for run in data["traces"]:
+        # each payload through trackio.Trace: the same fields and serialisation as trackio.log
+        metrics = [
+            {
+                key: Trace(**payload)._to_dict(data["project"], run["name"], step)
+                for key, payload in entry.items()
+            }
+            for entry, step in zip(run["metrics"], run["steps"], strict=True)
+        ]
+        SQLiteStorage.bulk_log(
+            project=data["project"],
+            run=run["name"],
+            run_id=run["name"],
+            metrics_list=metrics,
+            steps=run["steps"],
+            timestamps=run["timestamps"],
+            config=run["config"],
+            log_ids=run["log_ids"],
         )
 
 

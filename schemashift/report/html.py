@@ -405,6 +405,8 @@ def tables_section(tables_dir: Path) -> list[str]:
             out.append('<p class="note">(nothing to show)</p>')
             continue
         body = [[_text(r[0]), *(_num(c) for c in r[1:])] for r in table.rows]
+        if table.header[-1] == TRACE_COLUMN:
+            body = [[*cells[:-1], _trace(row[-1])] for cells, row in zip(body, table.rows, strict=True)]
         out.append(_table(table.header, body))
     return out
 
@@ -432,6 +434,19 @@ def _figure(entry: Mapping[str, Any]) -> str:
     return (
         f'<figure id="{stem}"><img alt="{stem}" src="data:image/png;base64,{data}">'
         f"<figcaption>{caption}</figcaption></figure>"
+    )
+
+
+#: a table column of episode traces: "<dashboard link> <trace key>", rendered as a link
+TRACE_COLUMN = "trace"
+
+
+def _trace(value: str) -> tuple[str, str]:
+    """A failed example's trace: a link to the dashboard's Traces tab, named by its key."""
+    link, _, key = value.partition(" ")
+    return (
+        "",
+        f'<a href="{html.escape(link)}" title="search the Traces tab for this key">{html.escape(key)}</a>',
     )
 
 

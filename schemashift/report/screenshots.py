@@ -6,6 +6,8 @@ errors, and for the report whether every interactive chart drew.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import shutil
@@ -13,8 +15,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +31,7 @@ BROWSERS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-c
 SETTLE_MS = 15000
 REPORT_FILE = "report.png"
 DASHBOARD_FILE = "trackio.png"
+TRACE_FILE = "trace.png"
 _CONSOLE = re.compile(r":CONSOLE[^\]]*\] \"(.*)\", source: (.*)$")
 
 
@@ -107,6 +112,13 @@ def shoot_dashboard(
     trackio_dir: Path, out: Path, project: str = TRACKIO_PROJECT, browser: str | None = None
 ) -> Shot:
     """Serve the project with `trackio show` on 127.0.0.1 (a free port), shoot its overview, stop."""
+    with dashboard_served(trackio_dir, project) as port:
+        return shoot(dashboard_url(port, project), out, 1400, 1000, browser)
+
+
+@contextlib.contextmanager
+def dashboard_served(trackio_dir: Path, project: str = TRACKIO_PROJECT) -> Iterator[int]:
+    """`trackio show` of the project on 127.0.0.1 (a free port) while the block runs; its port."""
     trackio = shutil.which("trackio", path=os.path.dirname(sys.executable)) or shutil.which("trackio")
     if trackio is None:
         raise ReportError("the trackio command is not installed (pip install 'schemashift[workflow]')")
@@ -131,7 +143,7 @@ def shoot_dashboard(
                 if time.monotonic() > deadline:
                     raise ReportError("trackio show did not answer on 127.0.0.1 within 60 s") from None
                 time.sleep(0.3)
-        return shoot(dashboard_url(port, project), out, 1400, 1000, browser)
+        yield port
     finally:
         server.terminate()
         try:
@@ -139,3 +151,179 @@ def shoot_dashboard(
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+def failed_trace(trackio_dir: Path, project: str = TRACKIO_PROJECT) -> dict | None:
+    """The trace to show: a failed episode with a drift fired, v1's first and the shortest first,
+    else any failed one (run, key, metadata); None where the project holds no failed episode's
+    trace. Read from Trackio's `traces` table, as its dashboard reads it."""
+    import sqlite3
+
+    from schemashift.report.dashboard import _project_dir
+
+    db = Path(trackio_dir) / f"{_project_dir(project)}.db"
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as connection:
+        rows = connection.execute(
+            "SELECT run_name, key, metadata FROM traces ORDER BY run_name, step"
+        ).fetchall()
+    failed = [
+        {"run": run, "key": key, "metadata": meta}
+        for run, key, meta in ((r, k, json.loads(m)) for r, k, m in rows)
+        if meta.get("success") is False
+    ]
+    failed.sort(
+        key=lambda t: (
+            t["metadata"].get("ruleset") != "v1",
+            not t["metadata"].get("drifts_fired"),
+            t["metadata"]["steps"],
+        )
+    )
+    return failed[0] if failed else None
+
+
+def shoot_trace(
+    trackio_dir: Path, out: Path, project: str = TRACKIO_PROJECT, browser: str | None = None
+) -> Shot:
+    """The dashboard's Traces tab with one failed episode's trace opened (`failed_trace`): the
+    page is driven over the DevTools protocol, since opening a trace takes a click."""
+    from schemashift.report.traces import trace_link
+
+    trace = failed_trace(trackio_dir, project)
+    if trace is None:
+        raise ReportError(f"{trackio_dir}: no failed episode's trace (run `report trackio --cells`)")
+    meta = trace["metadata"]
+    with dashboard_served(trackio_dir, project) as port:
+        url = trace_link(f"http://127.0.0.1:{port}", project, meta["ruleset"], meta["subject"])
+        # the Traces tab searches keys too: the search leaves the one trace, which a click opens
+        search = (
+            "(() => { const box = document.querySelector('.search-wrap input'); if (!box) return false;"
+            f" box.value = {json.dumps(trace['key'])}; box.dispatchEvent(new Event('input'));"
+            " return true; })()"
+        )
+        click = (
+            "(() => { const rows = document.querySelectorAll('tr.trace-row');"
+            " if (rows.length !== 1) return false; rows[0].click(); return true; })()"
+        )
+        with DevTools(browser or find_browser(), 1400, 2000) as page:
+            page.call("Page.navigate", url=url)
+            page.wait_for(search)
+            page.wait_for(click)
+            page.wait_for("!!document.querySelector('.trace-detail')")
+            # inspect the first drift and open the conversation: the drift marked in both
+            page.wait_for(
+                "(() => { const drift = [...document.querySelectorAll('.span-select')]"
+                ".find(b => b.textContent.includes('DRIFT '));"
+                f" if (!drift && {json.dumps(bool(meta.get('drifts_fired')))}) return false;"
+                " if (drift) drift.click(); const talk = document.querySelector('.conversation-section');"
+                " if (talk) talk.open = true; return !!talk; })()"
+            )
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(page.screenshot())
+            return Shot(out, page.errors)
+
+
+class DevTools:
+    """A headless Chromium page driven over the DevTools protocol (a WebSocket): navigate,
+    evaluate, screenshot; uncaught exceptions and console errors are kept in `errors`."""
+
+    def __init__(self, browser: str | None, width: int, height: int) -> None:
+        if browser is None:
+            raise ReportError(f"no headless browser found (tried {', '.join(BROWSERS)}): install chromium")
+        self.browser, self.width, self.height = browser, width, height
+        self.errors: list[str] = []
+        self._id = 0
+
+    def __enter__(self) -> DevTools:
+        from websockets.sync.client import connect
+
+        self._profile = tempfile.TemporaryDirectory(prefix="schemashift-browser-")
+        command = [
+            self.browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--user-data-dir={self._profile.name}",
+            "--remote-debugging-port=0",
+            f"--window-size={self.width},{self.height}",
+            "about:blank",
+        ]
+        self._process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 30
+        for line in self._process.stderr:
+            if "DevTools listening on " in line:
+                port = int(line.split("ws://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+                break
+            if time.monotonic() > deadline:
+                break
+        else:
+            port = None
+        if port is None:
+            self.__exit__()
+            raise ReportError(f"{self.browser} opened no DevTools endpoint")
+        # keep reading the browser's log, so that a full pipe never stalls it
+        threading.Thread(target=self._process.stderr.read, daemon=True).start()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as answer:
+            target = next(t for t in json.loads(answer.read()) if t.get("type") == "page")
+        self._ws = connect(target["webSocketDebuggerUrl"], max_size=None, proxy=None).__enter__()
+        self.call("Runtime.enable")
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=self.width,
+            height=self.height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+        return self
+
+    def call(self, method: str, **params: object) -> dict:
+        self._id += 1
+        self._ws.send(json.dumps({"id": self._id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self._ws.recv(timeout=60))
+            if message.get("id") == self._id:
+                if "error" in message:
+                    raise ReportError(f"DevTools {method}: {message['error']}")
+                return message.get("result", {})
+            self._note(message)
+
+    def _note(self, message: dict) -> None:
+        params = message.get("params") or {}
+        if message.get("method") == "Runtime.exceptionThrown":
+            details = params.get("exceptionDetails") or {}
+            self.errors.append(
+                str((details.get("exception") or {}).get("description") or details.get("text"))
+            )
+        elif message.get("method") == "Runtime.consoleAPICalled" and params.get("type") == "error":
+            self.errors.append(
+                " ".join(str(a.get("value", a.get("description"))) for a in params.get("args", []))
+            )
+
+    def wait_for(self, expression: str, timeout_s: float = 60) -> None:
+        """Evaluate `expression` until it is true, or a ReportError after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+            if (result.get("result") or {}).get("value") is True:
+                return
+            time.sleep(0.3)
+        raise ReportError(f"the page never satisfied: {expression[:200]}")
+
+    def screenshot(self) -> bytes:
+        import base64
+
+        return base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"])
+
+    def __exit__(self, *exc: object) -> None:
+        ws = getattr(self, "_ws", None)
+        if ws is not None:
+            ws.close()
+        self._process.terminate()
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._profile.cleanup()

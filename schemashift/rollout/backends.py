@@ -37,7 +37,11 @@ class EnvBackend(Protocol):
 
 def episode_outcome(env: Environment) -> dict[str, Any]:
     """Everything the records of a finished episode need (the `EnvBackend.outcome()` dict)."""
-    ep, rs = env.episode, env.ruleset
+    return outcome_of(env.ruleset, env.episode)
+
+
+def outcome_of(rs: Any, ep: Any) -> dict[str, Any]:
+    """`episode_outcome` of an episode that its environment may since have left (reset to the next)."""
     task = ep.task
     return {
         "task": {
@@ -123,8 +127,11 @@ class RemoteBackend:
         open_timeout_s: float = 10.0,
         message_timeout_s: float = 60.0,
         capacity_wait_s: float = CAPACITY_WAIT_S,
+        policy: str | None = None,
     ) -> None:
-        """`capacity_wait_s`: how long a reset keeps retrying, with backoff, a server at capacity."""
+        """`capacity_wait_s`: how long a reset keeps retrying, with backoff, a server at capacity;
+        `policy`: the name a recording server (`serve --record`) records the episodes under."""
+        self.policy = policy
         self.url = websocket_url(url)
         self.open_timeout_s = open_timeout_s
         self.message_timeout_s = message_timeout_s
@@ -142,6 +149,8 @@ class RemoteBackend:
             "view_delta": True,
             "outcome": True,
         }
+        if self.policy is not None:
+            request["policy"] = self.policy
         data = self._open_and_reset(request)
         # The decoder rebuilds later views from this one: the policy gets a frozen copy of it.
         return frozen_view(self._views.decode(data["observation"]["view_delta"]))
@@ -294,8 +303,9 @@ def websocket_url(url: str) -> str:
     return f"{schemes[scheme]}://{rest}"
 
 
-def make_backend(spec: str = "inprocess") -> EnvBackend:
-    """`inprocess`, or a server URL (`ws://host:port`, `http://host:port`) for the remote backend."""
+def make_backend(spec: str = "inprocess", policy: str | None = None) -> EnvBackend:
+    """`inprocess`, or a server URL (`ws://host:port`, `http://host:port`) for the remote backend,
+    which declares `policy` to the server."""
     if spec == "inprocess":
         return InProcessBackend()
-    return RemoteBackend(spec)
+    return RemoteBackend(spec, policy=policy)

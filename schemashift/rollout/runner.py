@@ -162,58 +162,79 @@ class EpisodeRecorder:
         return EpisodeResult(record, [], trajectory)
 
     def finish(self, extra_parse_failures: int = 0) -> EpisodeResult:
-        outcome = self.backend.outcome()
-        wall = time.perf_counter() - self.started
-        context, identity = self.context, self.identity
-        task, summary, history = outcome["task"], outcome["summary"], outcome["history"]
-        record = {
-            **identity,
-            "ruleset_version": task["ruleset_version"],
-            "family": task["family"],
-            "tier": task["tier"],
-            "split": task["split"],
-            "status": "graded",
-            "error": None,
-            **summary,
-            "steps": len(history),
-            "max_steps": task["max_steps"],
-            "final_action": history[-1]["action"]["type"] if history else None,
-            "parse_failures": self.parse_failures + extra_parse_failures,
-            "tokens_in": self.tokens_in,
-            "tokens_out": self.tokens_out,
-            "wall_s": wall,
-            "generation_config": context.generation_config,
-            "config_hash": context.config_hash,
-            "git_sha": context.git_sha,
-            "image": context.image,
-        }
-        drift_keys = {
-            k: identity[k]
-            for k in (
-                "record_version",
-                "sweep_id",
-                "train_run",
-                "ruleset",
-                "policy",
-                "checkpoint_step",
-                "harness",
-                "scenario",
-                "seed",
-                "sample_index",
-            )
-        }
-        drifts = [{**drift_keys, **row} for row in outcome["drifts"]]
-        steps = [{**step, **extra} for step, extra in zip(history, self.per_step, strict=False)]
-        trajectory = {
-            **identity,
-            "trajectory_version": TRAJECTORY_VERSION,
-            "ruleset_version": task["ruleset_version"],
-            "status": "graded",
-            "schedule": task.get("schedule"),
-            "steps": steps,
-            "final": {key: record[key] for key in FINAL_KEYS if key in record},
-        }
-        return EpisodeResult(record, drifts, trajectory)
+        return episode_result(
+            self.backend.outcome(),
+            self.cell,
+            self.context,
+            self.per_step,
+            time.perf_counter() - self.started,
+            (self.tokens_in, self.tokens_out),
+            self.parse_failures + extra_parse_failures,
+        )
+
+
+def episode_result(
+    outcome: dict[str, Any],
+    cell: Cell,
+    context: SweepContext,
+    per_step: list[dict[str, Any]],
+    wall_s: float,
+    tokens: tuple[int | None, int | None] = (0, 0),
+    parse_failures: int | None = 0,
+) -> EpisodeResult:
+    """The records of a played episode from its backend's `outcome()` and what the policy side
+    knew of each step (`per_step`: tokens charged, raw text): one builder for every path that
+    plays episodes (the runner's, the server's recordings), so their records agree."""
+    identity = _identity(cell, context)
+    task, summary, history = outcome["task"], outcome["summary"], outcome["history"]
+    record = {
+        **identity,
+        "ruleset_version": task["ruleset_version"],
+        "family": task["family"],
+        "tier": task["tier"],
+        "split": task["split"],
+        "status": "graded",
+        "error": None,
+        **summary,
+        "steps": len(history),
+        "max_steps": task["max_steps"],
+        "final_action": history[-1]["action"]["type"] if history else None,
+        "parse_failures": parse_failures,
+        "tokens_in": tokens[0],
+        "tokens_out": tokens[1],
+        "wall_s": wall_s,
+        "generation_config": context.generation_config,
+        "config_hash": context.config_hash,
+        "git_sha": context.git_sha,
+        "image": context.image,
+    }
+    drift_keys = {
+        k: identity[k]
+        for k in (
+            "record_version",
+            "sweep_id",
+            "train_run",
+            "ruleset",
+            "policy",
+            "checkpoint_step",
+            "harness",
+            "scenario",
+            "seed",
+            "sample_index",
+        )
+    }
+    drifts = [{**drift_keys, **row} for row in outcome["drifts"]]
+    steps = [{**step, **extra} for step, extra in zip(history, per_step, strict=False)]
+    trajectory = {
+        **identity,
+        "trajectory_version": TRAJECTORY_VERSION,
+        "ruleset_version": task["ruleset_version"],
+        "status": "graded",
+        "schedule": task.get("schedule"),
+        "steps": steps,
+        "final": {key: record[key] for key in FINAL_KEYS if key in record},
+    }
+    return EpisodeResult(record, drifts, trajectory)
 
 
 def play_episode(backend: EnvBackend, policy: Policy, cell: Cell, context: SweepContext) -> EpisodeResult:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 from collections.abc import Iterable
@@ -37,6 +38,7 @@ from schemashift.server.limits import (
     setting_from_environment,
 )
 from schemashift.server.models import SchemaShiftAction, SchemaShiftObservation, SchemaShiftState
+from schemashift.server.recording import EpisodeStore
 
 MCP_MOUNT = "/agent"
 
@@ -50,13 +52,16 @@ def build_app(
     message_rate: float | None = MESSAGE_RATE,
     message_burst: int = MESSAGE_BURST,
     allowed_hosts: Iterable[str] = (),
+    record_dir: str | os.PathLike[str] | None = None,
 ) -> Any:
     """The server app: at most `max_sessions` WebSocket sessions (and as many MCP sessions),
     each closed after `session_timeout_s` seconds without a reset or step (None: never). Browser
     requests are served only from loopback origins of the server's port and from
     `allowed_origins` (`*`: any). A WebSocket session reads at most `message_rate` messages a
     second, in bursts of `message_burst` (None: no budget). Requests are served only for loopback
-    Host names, the IP address they came in on and `allowed_hosts` (`*`: any).
+    Host names, the IP address they came in on and `allowed_hosts` (`*`: any). With
+    `record_dir`, every episode a WebSocket or MCP client plays is written there as `run`'s
+    records (`server.recording`).
 
     A session lives exactly as long as its connection (WebSocket) or MCP session: OpenEnv's
     routes that create, attach to or close sessions by id are refused (`limits.SESSION_ROUTES`),
@@ -65,8 +70,9 @@ def build_app(
         raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
     if session_timeout_s is not None and session_timeout_s <= 0:
         raise ValueError(f"session_timeout_s must be positive, got {session_timeout_s}")
+    store = EpisodeStore(record_dir) if record_dir is not None else None
     app: FastAPI = create_app(
-        SchemaShiftEnvironment,
+        SchemaShiftEnvironment if store is None else functools.partial(SchemaShiftEnvironment, store),
         SchemaShiftAction,
         SchemaShiftObservation,
         env_name="schemashift",
@@ -78,7 +84,7 @@ def build_app(
     async def request_error(_: Request, exc: RequestError) -> JSONResponse:
         return JSONResponse(status_code=exc.status, content={"detail": str(exc), "kind": exc.kind})
 
-    mcp = LazyMcp(max_sessions, session_timeout_s)
+    mcp = LazyMcp(max_sessions, session_timeout_s, store)
     app.mount(MCP_MOUNT, mcp)
     openenv_lifespan = app.router.lifespan_context
 
@@ -112,9 +118,10 @@ class LazyMcp:
     that task as anyio requires, from the first request until the server shuts down.
     """
 
-    def __init__(self, max_sessions: int, session_timeout_s: float | None) -> None:
+    def __init__(self, max_sessions: int, session_timeout_s: float | None, store: Any = None) -> None:
         self.max_sessions = max_sessions
         self.session_timeout_s = session_timeout_s
+        self.store = store
         self.app: Any = None
         #: the live MCP sessions' episodes (`mcp.Sessions`), once started
         self.sessions: Any = None
@@ -135,7 +142,7 @@ class LazyMcp:
                 return
             from schemashift.server.mcp import bound_session_manager, build_mcp
 
-            server = build_mcp(self.session_timeout_s)
+            server = build_mcp(self.session_timeout_s, self.store)
             app = server.http_app(path="/mcp")
             ready = asyncio.Event()
 

@@ -27,6 +27,7 @@ from schemashift.env import (
 from schemashift.rollout.backends import episode_outcome
 from schemashift.rollout.wire import ViewEncoder
 from schemashift.server.models import SchemaShiftAction, SchemaShiftObservation, SchemaShiftState
+from schemashift.server.recording import DEFAULT_POLICY, EpisodeStore, ServedEpisode, check_name
 
 DEFAULT_RULESET = "legacy"
 #: reward breakdown keys read, in order, as the step's scalar reward
@@ -57,10 +58,13 @@ class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftOb
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self) -> None:
+    def __init__(self, store: EpisodeStore | None = None) -> None:
+        """`store`: where the session's episodes are recorded (`serve --record`), if anywhere."""
         super().__init__()
         self._envs: dict[str, Environment] = {}
         self._env: Environment | None = None
+        self._store = store
+        self._played: ServedEpisode | None = None
         self._closed_reason: str | None = None
         self._encoder: ViewEncoder | None = None
         self._with_outcome = False
@@ -74,17 +78,25 @@ class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftOb
         ruleset: str | None = None,
         view_delta: bool = False,
         outcome: bool = False,
+        policy: str | None = None,
+        harness: str | None = None,
         **kwargs: Any,
     ) -> SchemaShiftObservation:
         """Start an episode. `view_delta=True` makes this session's observations deltas;
-        `outcome=True` adds the records' outcome to the episode's last observation."""
+        `outcome=True` adds the records' outcome to the episode's last observation; `policy` and
+        `harness` name the client in the records of a recording server."""
         self._check_open()
         if kwargs:
             raise RequestError(
                 "ValueError",
                 f"unknown reset parameters {sorted(kwargs)}; "
-                "expected scenario, seed, ruleset, episode_id, view_delta, outcome",
+                "expected scenario, seed, ruleset, episode_id, view_delta, outcome, policy, harness",
             )
+        try:
+            policy = check_name("policy", DEFAULT_POLICY if policy is None else policy)
+            harness = None if harness is None else check_name("harness", harness)
+        except ValueError as exc:
+            raise request_error(exc) from None
         for name, flag in (("view_delta", view_delta), ("outcome", outcome)):
             if not isinstance(flag, bool):
                 raise RequestError("ValueError", f"{name} must be true or false, got {flag!r}")
@@ -106,7 +118,10 @@ class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftOb
             view = env.reset(scenario, 0 if seed is None else seed, episode_id=episode_id)
         except (UnknownRuleset, UnknownScenario, ValueError) as exc:
             raise request_error(exc) from None
+        self._end_played()
         self._env = env
+        if self._store is not None:
+            self._played = self._store.begin(env, policy, harness)
         self._encoder = ViewEncoder() if view_delta else None
         self._with_outcome = outcome
         return self._observation(view, False, None, None, None)
@@ -122,6 +137,8 @@ class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftOb
             view, breakdown = env.step(action.payload(), action.tokens_used)
         except (InvalidAction, EpisodeStateError, ValueError) as exc:
             raise request_error(exc) from None
+        if self._played is not None:
+            self._played.stepped(action.tokens_used)
         done = bool(view["done"])
         return self._observation(
             view,
@@ -187,6 +204,7 @@ class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftOb
     def close(self) -> None:
         """Called when the session ends or is reaped; later calls get a clear error."""
         self._closed_reason = "the session was closed (idle past the server's session timeout, or shut down)"
+        self._end_played()
         self._envs.clear()
         self._env = None
 
@@ -195,6 +213,12 @@ class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftOb
     def core(self) -> Environment | None:
         """The core environment of the current episode (None before the first reset)."""
         return self._env
+
+    def _end_played(self) -> None:
+        """Record the episode in play, if any, before its environment is reset or dropped."""
+        if self._played is not None:
+            self._played.end()
+            self._played = None
 
     def _check_open(self) -> None:
         if self._closed_reason is not None:

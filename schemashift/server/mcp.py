@@ -3,7 +3,8 @@
 OpenEnv's own `/mcp` route speaks JSON-RPC without the MCP handshake, so standard MCP clients
 cannot use it; this is a FastMCP server (streamable HTTP) mounted in the same app. Its tools:
 
-- `reset(scenario, seed, ruleset)` starts an episode and returns the first observation;
+- `reset(scenario, seed, ruleset, policy)` starts an episode and returns the first observation
+  (`policy`: the name a recording server records the episode under);
 - one tool per endpoint in the documentation the ruleset shows the agent, named
   `<tool>__<endpoint>`, with a JSON schema built from that documentation (the same function
   definitions as the `tools` harness's, `schemashift.policies.llm.functions`) (legacy: the live
@@ -34,6 +35,10 @@ from fastmcp.tools.base import ToolResult
 from schemashift.env import Environment, EpisodeStateError, InvalidAction, get_ruleset
 from schemashift.policies.llm.functions import ENDPOINT_SEPARATOR, endpoint_schema, function_name
 from schemashift.server.environment import DEFAULT_RULESET, request_error
+from schemashift.server.recording import DEFAULT_POLICY, EpisodeStore, ServedEpisode, check_name
+
+#: the harness MCP episodes are recorded under: the agent acts through MCP tool calls
+MCP_HARNESS = "mcp"
 
 
 class McpEpisode:
@@ -42,13 +47,18 @@ class McpEpisode:
     session ends when it has played nothing for that long."""
 
     def __init__(
-        self, idle_scope: anyio.CancelScope | None = None, idle_timeout_s: float | None = None
+        self,
+        idle_scope: anyio.CancelScope | None = None,
+        idle_timeout_s: float | None = None,
+        store: EpisodeStore | None = None,
     ) -> None:
         self.envs: dict[str, Environment] = {}
         self.env: Environment | None = None
         self.docs: Any = None
         self.idle_scope = idle_scope
         self.idle_timeout_s = idle_timeout_s
+        self.store = store
+        self.recorded: ServedEpisode | None = None
         self.played()
 
     def played(self) -> None:
@@ -56,23 +66,38 @@ class McpEpisode:
             self.idle_scope.deadline = anyio.current_time() + self.idle_timeout_s
 
     def close(self) -> None:
+        self.end_recorded()
         self.envs.clear()
         self.env = None
         self.docs = None
 
-    def reset(self, scenario: str | None, seed: int, ruleset: str) -> dict[str, Any]:
+    def reset(
+        self, scenario: str | None, seed: int, ruleset: str, policy: str = DEFAULT_POLICY
+    ) -> dict[str, Any]:
+        policy = check_name("policy", policy)
         env = self.envs.get(ruleset)
         if env is None:
             env = self.envs[ruleset] = Environment(get_ruleset(ruleset))
         view = env.reset(env.ruleset.scenario_ids()[0] if scenario is None else scenario, seed)
+        self.end_recorded()
         self.env = env
+        if self.store is not None:
+            self.recorded = self.store.begin(env, policy, MCP_HARNESS)
         self.played()
         return view
+
+    def end_recorded(self) -> None:
+        """Record the episode in play, if any, before it is replaced or dropped."""
+        if self.recorded is not None:
+            self.recorded.end()
+            self.recorded = None
 
     def step(self, action: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         if self.env is None:
             raise EpisodeStateError("Call the reset tool before any other tool.")
         result = self.env.step(action)
+        if self.recorded is not None:
+            self.recorded.stepped()
         self.played()
         return result
 
@@ -93,8 +118,9 @@ class Sessions:
     `tools/list`, would keep its slot for ever. The number of sessions is the session
     manager's (`bound_session_manager`)."""
 
-    def __init__(self, idle_timeout_s: float | None = None) -> None:
+    def __init__(self, idle_timeout_s: float | None = None, store: EpisodeStore | None = None) -> None:
         self.idle_timeout_s = idle_timeout_s
+        self.store = store
         self._live: set[McpEpisode] = set()
 
     @contextlib.asynccontextmanager
@@ -103,7 +129,7 @@ class Sessions:
         # cancelled, the SDK's `run` returns as after a client DELETE and its session manager
         # discards the session (the transport is terminated, open streams end, the id is 404).
         with anyio.CancelScope() as idle_scope:
-            episode = McpEpisode(idle_scope, self.idle_timeout_s)
+            episode = McpEpisode(idle_scope, self.idle_timeout_s, self.store)
             self._live.add(episode)
             try:
                 yield episode
@@ -222,10 +248,11 @@ async def step_and_notify(episode: McpEpisode, action: dict[str, Any]) -> dict[s
     return result
 
 
-def build_mcp(idle_timeout_s: float | None = None) -> FastMCP:
+def build_mcp(idle_timeout_s: float | None = None, store: EpisodeStore | None = None) -> FastMCP:
     """The MCP server; its episodes live as long as their MCP sessions, which end after
-    `idle_timeout_s` seconds without a reset or step (`Sessions`)."""
-    sessions = Sessions(idle_timeout_s)
+    `idle_timeout_s` seconds without a reset or step (`Sessions`), and are recorded in `store`
+    (`serve --record`) when given."""
+    sessions = Sessions(idle_timeout_s, store)
     server = FastMCP("schemashift", providers=[EndpointTools()])
     # The low-level server enters its lifespan once per session: the session's episode.
     server._mcp_server.lifespan = sessions.lifespan
@@ -239,9 +266,14 @@ def build_mcp(idle_timeout_s: float | None = None) -> FastMCP:
 
     @server.tool
     async def reset(
-        ctx: Context, scenario: str | None = None, seed: int = 0, ruleset: str = DEFAULT_RULESET
+        ctx: Context,
+        scenario: str | None = None,
+        seed: int = 0,
+        ruleset: str = DEFAULT_RULESET,
+        policy: str = DEFAULT_POLICY,
     ) -> dict:
-        """Start an episode of `scenario` (default: the ruleset's first) with `seed` under `ruleset`.
+        """Start an episode of `scenario` (default: the ruleset's first) with `seed` under `ruleset`;
+        `policy` names you (your agent or model) in the records of a recording server.
 
         Returns the first observation: the task, its success criteria and the API documentation.
         """
@@ -249,7 +281,7 @@ def build_mcp(idle_timeout_s: float | None = None) -> FastMCP:
         if episode is None:
             raise ToolError("SessionError: this request belongs to no MCP session")
         try:
-            view = episode.reset(scenario, seed, ruleset)
+            view = episode.reset(scenario, seed, ruleset, policy)
         except (KeyError, ValueError) as exc:
             raise ToolError(str(request_error(exc))) from None
         episode.docs = episode.documentation()

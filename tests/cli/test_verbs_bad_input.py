@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -178,6 +179,7 @@ def cases(bad: dict[str, Path], tmp: Path) -> dict[str, list[list[str]]]:
             ["--read-timeout", "-1"],
             ["--read-timeout", "nan"],
             ["--read-timeout", "inf"],
+            ["--record", a_file],
         ],
         "sft": [
             ["--model", "m", "--out", out, "--steps", "0"],
@@ -186,8 +188,24 @@ def cases(bad: dict[str, Path], tmp: Path) -> dict[str, list[list[str]]]:
             ["--model", "m", "--out", out, "--scenarios", "nope"],
         ],
         "tiny-model": [["--out", out, "--steps", "0"]],
+        "validate": [
+            [a_file],
+            [str(tmp / "nowhere")],
+            *([folder] for folder in manifests(bad, not_mappings, tmp)),
+        ],
         "train": [["--config", path, "--run", "r", "--out", out] for path in files],
     }
+
+
+def manifests(bad: dict[str, Path], files: list[str], tmp: Path) -> list[str]:
+    """Folders of a good result set beside each hostile file as their `manifest.json`."""
+    folders = []
+    for number, path in enumerate(path for path in files if Path(path).is_file()):
+        folder = tmp / f"manifest-{number}"
+        shutil.copytree(bad["episodes"].parent, folder)
+        shutil.copyfile(path, folder / "manifest.json")
+        folders.append(str(folder))
+    return folders
 
 
 def test_every_verb_has_bad_input_cases(bad: dict[str, Path], tmp_path: Path) -> None:

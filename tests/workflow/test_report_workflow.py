@@ -81,8 +81,12 @@ def test_the_report_rules_build_every_table_and_figure(fixture_run: Path) -> Non
     assert html.count('<figure id="') == len(index) and html.count('<figure class="chart"') == 4
     # the models are expected on v1 too but were evaluated on legacy only: one line, no rows
     assert '<p class="not-run">not run: no results' in html
-    # the dashboard project beside the report: one Trackio run per training run
-    assert sorted(read_metrics(results / "trackio" / "schemashift.db")) == sorted(fixture_results.RUNS)
+    # the dashboard project beside the report: one Trackio run per training run, and the traces
+    # of the evaluated episodes in runs of their own (`report/traces.py`)
+    runs = read_metrics(results / "trackio" / "schemashift.db")
+    assert sorted(r for r in runs if not r.startswith("episodes.")) == sorted(fixture_results.RUNS)
+    assert any(r.startswith("episodes.legacy.") for r in runs)
+    assert (results / "screenshots" / "trace.png").is_file() or not (results / "screenshots").exists()
 
 
 @pytest.mark.timeout(900)

@@ -144,9 +144,19 @@ rule trackio:
         out=lambda w, output: Path(output[0]).parent,
         samples=config["report"]["bootstrap_samples"],
         seed=config["report"]["seed"],
+        # the aggregated result folders: their trajectories, written with the episodes the
+        # aggregate read, become the dashboard's traces
+        cells=lambda w: " ".join(
+            sorted(
+                {
+                    str(Path(f).parent)
+                    for f in [*PLAN.baseline_files(), *PLAN.evaluation_inputs()]
+                }
+            )
+        ),
     shell:
         f"python -m schemashift.cli report trackio {REPORT_ARGS} "
-        "--figures {params.figures} --out {params.out} > {log} 2>&1"
+        "--figures {params.figures} --cells {params.cells} --out {params.out} > {log} 2>&1"
 
 
 # What a reader sees, in headless Chromium (a host tool: no container image has it): report.html from
@@ -164,6 +174,7 @@ rule screenshots:
     output:
         report=f"{RESULTS}/screenshots/report.png",
         trackio=f"{RESULTS}/screenshots/trackio.png",
+        trace=f"{RESULTS}/screenshots/trace.png",
     log:
         f"{RESULTS}/logs/screenshots.log",
     conda:
@@ -174,4 +185,4 @@ rule screenshots:
         out=lambda w, output: Path(output.report).parent,
     shell:
         "python -m schemashift.cli screenshots --report {input.report} --trackio {params.trackio} "
-        "--out {params.out} > {log} 2>&1"
+        "--trace --out {params.out} > {log} 2>&1"

@@ -46,6 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             add_path_options(part, {"--figures": figures}, "DIR")
             add_trackio_project(part)
             part.add_argument(
+                "--cells",
+                nargs="*",
+                default=[],
+                metavar="DIR",
+                help="result folders (or folders above them) whose episodes become traces: every "
+                "failed one and a sample of the successful ones (all of a small run)",
+            )
+            part.add_argument(
                 "--publish",
                 default=None,
                 metavar="SPACE_ID",
@@ -117,7 +125,10 @@ def run(args: argparse.Namespace) -> int:
             from schemashift.runs.tracking import TRACKIO_PROJECT
 
             project = args.project or TRACKIO_PROJECT
-            written = [str(dashboard.export(analysis, out, args.figures, project))]
+            from schemashift.report.traces import read_trajectories
+
+            trajectories = read_trajectories(args.cells)
+            written = [str(dashboard.export(analysis, out, args.figures, project, trajectories))]
             if args.publish:
                 dashboard.publish(out, args.publish, project)
             runs = {run["name"]: run["group"] for run in dashboard.plan(analysis, None, project)["runs"]}

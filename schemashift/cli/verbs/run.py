@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         ruleset = get_ruleset(args.ruleset)
         policy = make_policy(args.policy, ruleset)
-        backend = make_backend(args.backend)
+        backend = make_backend(args.backend, policy=args.policy)
     except (UnknownRuleset, UnknownPolicy, ValueError) as exc:
         raise CliError(str(exc)) from None
     out = Path(args.out)

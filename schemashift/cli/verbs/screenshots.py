@@ -1,9 +1,9 @@
 """`schemashift screenshots`: what a reader sees, in a real headless browser.
 
-report.html opened from file:// and the Trackio dashboard served on 127.0.0.1, each as a PNG,
-with a check that the page rendered: no console errors, every interactive chart drawn. A page
-that did not render is an error (status 2), with the PNG kept to look at.
-"""
+report.html opened from file:// and the Trackio dashboard served on 127.0.0.1 (with `--trace`,
+also one failed episode's trace opened in its Traces tab), each as a PNG, with a check that the
+page rendered: no console errors, every interactive chart drawn. A page that did not render is
+an error (status 2), with the PNG kept to look at."""
 
 from __future__ import annotations
 
@@ -19,7 +19,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_path_options(parser, {"--report": "report.html to open from file://"})
     add_path_options(parser, {"--trackio": "TRACKIO_DIR `report trackio` wrote, to serve and shoot"}, "DIR")
     add_trackio_project(parser)
-    parser.add_argument("--out", required=True, metavar="DIR", help="folder for report.png and trackio.png")
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="with --trackio: also trace.png, one failed episode's trace opened in the Traces tab "
+        "(v1's with a drift fired first)",
+    )
+    parser.add_argument(
+        "--out", required=True, metavar="DIR", help="folder for report.png, trackio.png (and trace.png)"
+    )
 
 
 def writes(args: argparse.Namespace) -> dict:
@@ -54,6 +62,12 @@ def run(args: argparse.Namespace) -> int:
             shots["trackio"] = screenshots.shoot_dashboard(
                 Path(args.trackio), out / screenshots.DASHBOARD_FILE, project
             )
+            if args.trace:
+                shots["trace"] = screenshots.shoot_trace(
+                    Path(args.trackio), out / screenshots.TRACE_FILE, project
+                )
+        elif args.trace:
+            raise CliError("--trace shoots a trace of the dashboard: give --trackio too")
     except ReportError as exc:
         raise CliError(str(exc)) from None
     summary = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 
 NAME = "serve"
 HELP = "serve the environment over OpenEnv (WebSocket sessions, HTTP, MCP)"
@@ -56,6 +57,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "comma-separated, or none)",
     )
 
+    parser.add_argument(
+        "--record",
+        default=None,
+        metavar="DIR",
+        help="write every episode a WebSocket or MCP client plays to DIR as the records `run` writes, "
+        "under the policy name the client declares at reset (docs/server.md)",
+    )
+
+
+def writes(args: argparse.Namespace) -> dict:
+    """The folder recorded episodes go to, locked while the server runs (`cli.main`)."""
+    return {"--record": args.record}
+
 
 def run(args: argparse.Namespace) -> int:
     from schemashift.cli import CliError
@@ -81,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(
             f"--read-timeout must be a positive, finite number of seconds, got {args.read_timeout}"
         )
+    if args.record is not None and os.path.exists(args.record) and not os.path.isdir(args.record):
+        raise CliError(f"--record {args.record} exists and is not a directory")
     if not 0 < args.port < 65536:
         raise CliError(f"--port must be between 1 and 65535, got {args.port}")
     try:
@@ -93,7 +109,11 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(
             f"the server needs the 'server' extra (pip install 'schemashift[server]'): {exc}"
         ) from None
-    print(f"schemashift serve: http://{args.host}:{args.port} (WebSocket /ws, MCP /agent/mcp)", flush=True)
+    recording = f", recording episodes to {args.record}" if args.record is not None else ""
+    print(
+        f"schemashift serve: http://{args.host}:{args.port} (WebSocket /ws, MCP /agent/mcp){recording}",
+        flush=True,
+    )
     origins = args.allow_origin if args.allow_origin is not None else allowed_origins_from_environment()
     hosts = args.allow_host if args.allow_host is not None else allowed_hosts_from_environment()
     serve(
@@ -104,5 +124,6 @@ def run(args: argparse.Namespace) -> int:
         read_timeout_s=args.read_timeout,
         allowed_origins=origins,
         allowed_hosts=hosts,
+        record_dir=args.record,
     )
     return 0

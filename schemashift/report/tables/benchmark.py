@@ -557,8 +557,14 @@ def drift_table(a: Analysis, ruleset: str) -> Table:
 
 
 def examples_table(a: Analysis) -> Table:
+    from schemashift.report.dashboard import DEFAULT_URL
+    from schemashift.report.traces import trace_key, trace_link
+    from schemashift.runs.tracking import TRACKIO_PROJECT
+
     rows, records = [], []
     for example in a.examples:
+        link = trace_link(DEFAULT_URL, TRACKIO_PROJECT, example["ruleset"], example["subject"])
+        key = trace_key(example["scenario"], example["seed"], example["sample_index"])
         steps = " | ".join(
             f"#{s['step']} {s['action']} -> {s['response']}"
             + (f" [drift: {', '.join(s['drifts'])}]" if s.get("drifts") else "")
@@ -574,23 +580,25 @@ def examples_table(a: Analysis) -> Table:
                 str(example["steps"]),
                 num(example.get("score")),
                 steps,
+                f"{link} {key}",
             ]
         )
         records.append(
             {k: v for k, v in example.items() if k != "key_steps"}
-            | {"key_steps": json.dumps(example["key_steps"])}
+            | {"key_steps": json.dumps(example["key_steps"]), "trace": link, "trace_key": key}
         )
     return Table(
         "failed_examples",
         "Failed episodes",
         "Three failed episodes per subject, as key steps (action -> response)",
-        ["ruleset", "subject", "scenario", "seed", "sample", "steps", "score", "key steps"],
+        ["ruleset", "subject", "scenario", "seed", "sample", "steps", "score", "key steps", "trace"],
         rows,
         records,
         "Picked without randomness by `schemashift aggregate`: failures sorted by scenario, seed and "
         "sample, one "
         "scenario at a time. Key steps: the first and last, failed calls, steps where drifts fired, drift "
-        "reports and complete_task.",
+        "reports and complete_task. Trace: the episode in the Trackio dashboard's Traces tab (`report "
+        "trackio --cells`, served by `trackio show`), under its key (scenario/seed/sample, searchable).",
     )
 
 
