@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from schemashift.env.frozen import FrozenDict, freeze
@@ -565,26 +566,15 @@ def build_view(api: Api) -> dict[str, Any]:
 
 def _view(api: Api) -> dict[str, Any]:
     view: dict[str, Any] = {}
+    templates = _TEMPLATES[type(api)]
+    # An endpoint no drift has touched, on a tool with no remap or rate limit, shows as documented:
+    # its frozen entry is built once per class and shared.
+    plain = not api.remap and api.rate is None
     for name, ep in api.endpoints.items():
-        entry: dict[str, Any] = {
-            "name": name,
-            "params": dict(ep.params),
-            "required": list(ep.required),
-            "response_shape": dict(ep.response_shape),
-            "error_codes": {"200": "ok"} | {str(api.remap.get(s, s)): ERROR_LABELS[s] for s in ep.errors},
-            "status": "active",
-        }
-        if ep.notes:
-            entry["notes"] = dict(ep.notes)
-        if ep.deprecated is not None:
-            entry["status"] = "deprecated"
-            entry["deprecation"] = {
-                "replacement": ep.deprecated["replacement"],
-                "sunset_step": ep.deprecated["sunset_step"],
-            }
-        if api.rate is not None:
-            entry["rate_limit"] = {"calls": api.rate[0], "per_steps": api.rate[1]}
-        view[name] = entry
+        if plain and ep is templates.get(name):
+            view[name] = _documented_entry(type(api), name)
+            continue
+        view[name] = _entry(name, ep, api.remap, api.rate)
     for name, retired in api.retired.items():
         view[name] = {"name": name, "status": "retired", "replacement": retired["replacement"]}
     for name, removed in api.removed.items():
@@ -598,3 +588,31 @@ def _view(api: Api) -> dict[str, Any]:
             "note": removed["note"],
         }
     return view
+
+
+@lru_cache(maxsize=64)
+def _documented_entry(api_class: type[Api], name: str) -> dict[str, Any]:
+    """An endpoint's entry as its class documents it (frozen, shared by every view)."""
+    return freeze(_entry(name, _TEMPLATES[api_class][name], {}, None))
+
+
+def _entry(name: str, ep: Endpoint, remap: dict[int, int], rate: tuple[int, int] | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": name,
+        "params": dict(ep.params),
+        "required": list(ep.required),
+        "response_shape": dict(ep.response_shape),
+        "error_codes": {"200": "ok"} | {str(remap.get(s, s)): ERROR_LABELS[s] for s in ep.errors},
+        "status": "active",
+    }
+    if ep.notes:
+        entry["notes"] = dict(ep.notes)
+    if ep.deprecated is not None:
+        entry["status"] = "deprecated"
+        entry["deprecation"] = {
+            "replacement": ep.deprecated["replacement"],
+            "sunset_step": ep.deprecated["sunset_step"],
+        }
+    if rate is not None:
+        entry["rate_limit"] = {"calls": rate[0], "per_steps": rate[1]}
+    return entry

@@ -15,7 +15,7 @@ from datetime import date, timedelta
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from schemashift.env.frozen import freeze
+from schemashift.env.frozen import FrozenDict, FrozenList
 from schemashift.env.rulesets.v1.grading import has_phrase
 
 FIRST = (
@@ -188,39 +188,43 @@ class Builder:
         return f"Today is {day_label(self.today)}. {text}"
 
     # -- seeded records ----------------------------------------------------------------------------
+    # Seeded records are read-only from the start: every episode of the task starts its world
+    # from them as they are (v1 tools write by replacing a record, never by changing one).
     def contact(self, person: Person, company: str, status: str = "active") -> dict[str, Any]:
-        record = {
-            "contact_id": self.record_id("c"),
-            "name": person.name,
-            "email": person.email,
-            "company": company,
-            "status": status,
-        }
+        record = FrozenDict(
+            contact_id=self.record_id("c"),
+            name=person.name,
+            email=person.email,
+            company=company,
+            status=status,
+        )
         self.contacts.append(record)
         return record
 
     def event(self, title: str, slot: Slot, attendees: list[str]) -> dict[str, Any]:
-        record = {
-            "event_id": self.record_id("evt"),
-            "title": title,
-            "start": slot.start,
-            "end": slot.end,
-            "attendees": list(attendees),
-            "location": "",
-            "status": "confirmed",
-        }
+        record = FrozenDict(
+            event_id=self.record_id("evt"),
+            title=title,
+            start=slot.start,
+            end=slot.end,
+            attendees=FrozenList(attendees),
+            location="",
+            status="confirmed",
+        )
         self.events.append(record)
         return record
 
     def message(self, sender: str, subject: str, body: str) -> dict[str, Any]:
-        record = {
-            "message_id": self.record_id("msg"),
-            "from": sender,
-            "to": [f"me@{self.domain}"],
-            "subject": subject,
-            "body": body,
-            "folder": "inbox",
-        }
+        record = FrozenDict(
+            {
+                "message_id": self.record_id("msg"),
+                "from": sender,
+                "to": FrozenList([f"me@{self.domain}"]),
+                "subject": subject,
+                "body": body,
+                "folder": "inbox",
+            }
+        )
         self.inbox.append(record)
         return record
 
@@ -315,16 +319,14 @@ class Builder:
 
     def finish(self, description: str, summary: str) -> FamilySpec:
         self._check_consistent(summary)
-        # Seeded records are read-only: every episode of the task starts its world from them as
-        # they are (v1 tools write by replacing a record, never by changing one).
         seed_data: dict[str, dict[str, Any]] = {}
         for tool in self.tools:
             if tool == "mail":
-                seed_data["mail"] = {"messages": [freeze(m) for m in self.inbox]}
+                seed_data["mail"] = {"messages": self.inbox}
             elif tool == "calendar":
-                seed_data["calendar"] = {"events": [freeze(e) for e in self.events]}
+                seed_data["calendar"] = {"events": self.events}
             else:
-                seed_data["crm"] = {"contacts": [freeze(c) for c in self.contacts]}
+                seed_data["crm"] = {"contacts": self.contacts}
         allowed = {
             "recipients": self.recipients,
             "people": sorted(self.people),
