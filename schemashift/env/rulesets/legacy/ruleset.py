@@ -309,14 +309,16 @@ class LegacyRuleset(Ruleset):
 
         A tool's schemas are a function of its class and the drift specs applied to it, in order,
         and a scenario's episodes apply the same specs: so the documentation is kept by tools
-        and applied specs (identity, checked on a hit) and shared between episodes (it is frozen).
+        and the identities of the applied specs, and shared between episodes (it is frozen). The
+        entry holds the specs themselves, so no other object can take one of their ids while it
+        is kept: an equal key means the same specs.
         """
         docs = ep.docs
         if docs is None:
             applied = ep.extra["applied"]
             key = (ep.task.tools, *map(id, applied))
             kept = self._drifted_docs.get(key)
-            if kept is not None and all(a is b for a, b in zip(kept[0], applied, strict=True)):
+            if kept is not None:
                 docs = kept[1]
             else:
                 docs = FrozenDict({name: tool.schema_view() for name, tool in ep.tools.items()})
