@@ -183,6 +183,7 @@ class Analysis:
         self.rulesets = sorted(set(episodes["ruleset"]) | {c["ruleset"] for c in self.expected})
         self.graded = episodes[episodes["status"] == "graded"]
         self._stats: dict[tuple[Any, ...], Stat] = {}
+        self._trained: dict[tuple[str, str], bool] = {}
 
     # -- subjects, scenarios and coverage ------------------------------------------------------------
 
@@ -392,6 +393,12 @@ class Analysis:
         """Whether `subject` is evaluated on tasks it was trained on: a checkpoint of a run trained
         on `ruleset` where its seeds do not vary the task or its evaluated split is the run's, or
         a model whose warm start (`sft.json`'s tasks) saw this ruleset's evaluated tasks."""
+        key = (ruleset, subject)
+        if key not in self._trained:
+            self._trained[key] = self._trained_on(ruleset, subject)
+        return self._trained[key]
+
+    def _trained_on(self, ruleset: str, subject: str) -> bool:
         from schemashift.report.comparisons import warm_start_tasks
 
         kind = self.kinds.get(subject)
@@ -402,11 +409,11 @@ class Analysis:
             if run is not None and run.ruleset == ruleset:
                 if not vary or (run.split is not None and run.split in set(rows["split"].dropna())):
                     return True
-        seen = warm_start_tasks(self, subject)
+        seen = {(s, seed) for r, s, seed in warm_start_tasks(self, subject) if r == ruleset}
         played = {
             (s, int(seed) if vary else None) for s, seed in zip(rows["scenario"], rows["seed"], strict=True)
         }
-        return bool({(r, s, seed) for r, s, seed in seen if r == ruleset} & {(ruleset, *t) for t in played})
+        return bool(seen & played)
 
     def generalisation(self, ruleset: str, subject: str, metric: str, column: str) -> Stat:
         """`metric` over new scenarios like those of `column` (see stats.generalisation_stat)."""
