@@ -30,7 +30,9 @@ from schemashift.report.load import (
     tier_rank,
 )
 from schemashift.report.stats import (
+    BOUNDED,
     MISSING_STAT,
+    UNIT,
     Stat,
     generalisation_stat,
     metric_stat,
@@ -60,6 +62,8 @@ EFFICIENCY_COLUMNS = {
 }
 #: share of the way from the first to the peak smoothed reward that counts as converged
 CONVERGED = 0.9
+#: the mark of a subject evaluated on tasks it was trained on (`Analysis.trained_on`)
+TRAINED_ON = "trained on these tasks"
 
 
 @dataclass
@@ -179,6 +183,7 @@ class Analysis:
         self.rulesets = sorted(set(episodes["ruleset"]) | {c["ruleset"] for c in self.expected})
         self.graded = episodes[episodes["status"] == "graded"]
         self._stats: dict[tuple[Any, ...], Stat] = {}
+        self._trained: dict[tuple[str, str], bool] = {}
 
     # -- subjects, scenarios and coverage ------------------------------------------------------------
 
@@ -330,7 +335,7 @@ class Analysis:
             else:
                 rows = self.rows(ruleset, subject)
                 flag = self.provisional(ruleset, subject, scenarios)
-                self._stats[key] = metric_stat(rows, metric, scenarios, flag)
+                self._stats[key] = metric_stat(rows, metric, scenarios, flag, self.seeds_vary_task(ruleset))
         return self._stats[key]
 
     def paired(self, ruleset: str, subject: str, reference: str, metric: str, column: str = OVERALL) -> Stat:
@@ -347,8 +352,68 @@ class Analysis:
                 metric,
                 scenarios,
                 flag,
+                self.seeds_vary_task(ruleset),
             )
         return self._stats[key]
+
+    def compared(
+        self, ruleset: str, subject: str, reference: str, metric: str, column: str = OVERALL
+    ) -> Stat:
+        """`subject - reference` with the adjusted p-value and detectable difference of the one
+        Holm family (question) it belongs to (`comparisons.FAMILIES`), the same in every table;
+        unadjusted where no family holds it."""
+        key = (ruleset, subject, reference, metric, column)
+        return self.families.get(key) or self.paired(ruleset, subject, reference, metric, column)
+
+    @cached_property
+    def families(self) -> dict[tuple[str, str, str, str, str], Stat]:
+        """Every comparison of a Holm family, adjusted (`comparisons.adjusted_families`)."""
+        from schemashift.report.comparisons import adjusted_families
+
+        return adjusted_families(self)
+
+    def seeds_vary_task(self, ruleset: str) -> bool:
+        """Whether a seed draws a new task instance on `ruleset` (`Ruleset.seeds_vary_task`);
+        where not, its seeds are attempts at one task per scenario."""
+        from schemashift.env.rulesets import UnknownRuleset, get_ruleset
+
+        try:
+            return get_ruleset(ruleset).seeds_vary_task
+        except UnknownRuleset:  # a ruleset this checkout does not know: its seeds are taken as tasks
+            return True
+
+    def shown(self, ruleset: str, subject: str | None) -> str:
+        """A subject's label in tables and figures, marked where it is evaluated on tasks it was
+        trained on (`missing` for no subject)."""
+        if subject is None:
+            return "missing"
+        return f"{subject} ({TRAINED_ON})" if self.trained_on(ruleset, subject) else subject
+
+    def trained_on(self, ruleset: str, subject: str) -> bool:
+        """Whether `subject` is evaluated on tasks it was trained on: a checkpoint of a run trained
+        on `ruleset` where its seeds do not vary the task or its evaluated split is the run's, or
+        a model whose warm start (`sft.json`'s tasks) saw this ruleset's evaluated tasks."""
+        key = (ruleset, subject)
+        if key not in self._trained:
+            self._trained[key] = self._trained_on(ruleset, subject)
+        return self._trained[key]
+
+    def _trained_on(self, ruleset: str, subject: str) -> bool:
+        from schemashift.report.comparisons import warm_start_tasks
+
+        kind = self.kinds.get(subject)
+        rows = self.rows(ruleset, subject)
+        vary = self.seeds_vary_task(ruleset)
+        if kind == "checkpoint":
+            run = self.runs.get(Subject.parse(subject, kind).name)
+            if run is not None and run.ruleset == ruleset:
+                if not vary or (run.split is not None and run.split in set(rows["split"].dropna())):
+                    return True
+        seen = {(s, seed) for r, s, seed in warm_start_tasks(self, subject) if r == ruleset}
+        played = {
+            (s, int(seed) if vary else None) for s, seed in zip(rows["scenario"], rows["seed"], strict=True)
+        }
+        return bool(seen & played)
 
     def generalisation(self, ruleset: str, subject: str, metric: str, column: str) -> Stat:
         """`metric` over new scenarios like those of `column` (see stats.generalisation_stat)."""
@@ -359,7 +424,8 @@ class Analysis:
             if not scenarios or any(len(g) == 0 for g in groups):
                 self._stats[key] = Stat(None, None, None, n)
             else:
-                stat = generalisation_stat([float(g.mean()) for g in groups], n)
+                bounds = UNIT if metric in BOUNDED else None
+                stat = generalisation_stat([float(g.mean()) for g in groups], n, bounds=bounds)
                 self._stats[key] = replace(stat, provisional=self.provisional(ruleset, subject, scenarios))
         return self._stats[key]
 
@@ -492,10 +558,12 @@ def ablation_groups(a: Analysis, vary: str) -> list[list[Any]]:
 
 
 def published_stat(a: Analysis, metric: str, scenarios: Sequence[str]) -> Stat:
+    """The original training log's published rows (legacy) over `scenarios`, their seeds read as
+    legacy's are: attempts at one task per scenario."""
     import pandas as pd
 
     rows = pd.DataFrame(published.gpt_oss_rows())
-    return metric_stat(rows, metric, scenarios)
+    return metric_stat(rows, metric, scenarios, seeds_vary_task=a.seeds_vary_task("legacy"))
 
 
 def efficiency_reference(a: Analysis, ruleset: str, subject: str) -> str | None:

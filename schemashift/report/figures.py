@@ -18,6 +18,7 @@ from schemashift.report.analysis import (
     EFFICIENCY_COLUMNS,
     METRICS,
     OVERALL,
+    TRAINED_ON,
     Analysis,
     ablation_groups,
     drift_outcomes,
@@ -215,7 +216,7 @@ def bar_figure(a: Analysis, ruleset: str, metric: str) -> Figure:
     ]
     frame = pd.DataFrame(present, columns=["column", "subject", "mean"])
     ncols = min(len(subjects), 3) or 1
-    legend_width = ncols * (0.6 + 0.08 * max([len(p) for p in subjects] + [6]))
+    legend_width = ncols * (0.6 + 0.08 * max([len(a.shown(ruleset, p)) for p in subjects] + [6]))
     width = max(7.0, legend_width + 0.5, 1.2 + len(columns) * max(1.3, 0.5 + 0.3 * len(subjects)))
     nrows = -(-len(subjects) // ncols)
     figure, ax = plt.subplots(figsize=(width, 5.0 + 0.25 * nrows), layout="constrained")
@@ -272,8 +273,9 @@ def bar_figure(a: Analysis, ruleset: str, metric: str) -> Figure:
     )
     if subjects:
         handles = [plt.Rectangle((0, 0), 1, 1, facecolor=color, edgecolor="none") for color in palette]
+        labels = [a.shown(ruleset, s) for s in subjects]
         figure.legend(
-            handles, subjects, title="subject", loc="outside lower center", ncols=ncols, frameon=False
+            handles, labels, title="subject", loc="outside lower center", ncols=ncols, frameon=False
         )
     return figure
 
@@ -375,7 +377,9 @@ def learning_figure(a: Analysis, run_names: Sequence[str], title: str = "Learnin
                     )
             # said under the axis, where no curve can hide it
             same = ["same points: " + ", ".join(names) for names in _coinciding(drawn) if len(names) > 1]
-            ax.set_title(f"{ruleset}: {name}", fontsize=11)
+            recalled = [run.name for run in runs if a.trained_on(ruleset, run.trained_subject)]
+            mark = f"\n{TRAINED_ON}: {', '.join(recalled)}" if recalled else ""
+            ax.set_title(f"{ruleset}: {name}{mark}", fontsize=11)
             ax.set_xlabel("\n".join(["checkpoint step (0 = untrained base)", *same]))
             ax.set_ylabel(f"{name} (overall)")
             ax.set_ylim(-0.02, max(1.02, ax.get_ylim()[1]))
@@ -465,7 +469,9 @@ def ablation_figure(a: Analysis, vary: str) -> Figure:
                 ax.plot([], [], color=color, label=label + ": no data")
                 continue
             _curve_with_band(ax, points, color, label, marker="o")
-        ax.set_title(f"{ruleset}: {'reward' if vary == 'reward' else 'base model'} varies", fontsize=11)
+        recalled = [run.name for run in group if a.trained_on(ruleset, run.trained_subject)]
+        mark = f"\n{TRAINED_ON}: {', '.join(recalled)}" if recalled else ""
+        ax.set_title(f"{ruleset}: {'reward' if vary == 'reward' else 'base model'} varies{mark}", fontsize=11)
         ax.set_xlabel("checkpoint step (0 = untrained base)")
         ax.set_ylabel("mean score (overall)")
         ax.set_ylim(-0.02, max(1.02, ax.get_ylim()[1]))
@@ -651,7 +657,9 @@ def final_action_figure(a: Analysis) -> Figure:
         for subject in overview_subjects(a, ruleset):
             counts = g.loc[g["label"] == subject, "final_action"].fillna("(none)").value_counts()
             if counts.sum():
-                entries.append((f"{ruleset} | {subject}", counts / counts.sum(), int(counts.sum())))
+                entries.append(
+                    (f"{ruleset} | {a.shown(ruleset, subject)}", counts / counts.sum(), int(counts.sum()))
+                )
     if not entries:
         return _empty("Final actions", "no graded episodes")
     actions = sorted({x for _, shares, _ in entries for x in shares.index})

@@ -17,10 +17,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from schemashift.report import ReportError
-from schemashift.report.analysis import OVERALL
+from schemashift.report.analysis import OVERALL, TRAINED_ON
 from schemashift.report.figures import INDEX_FILE
 from schemashift.report.load import coverage, coverage_text, manifest_cells, read_json
-from schemashift.report.tables.format import CELL_NOTE, MISSING, PROVISIONAL, cell_text, read_index
+from schemashift.report.tables.format import (
+    CELL_NOTE,
+    MISSING,
+    PROVISIONAL,
+    cell_text,
+    read_index,
+)
 from schemashift.report.tables.format import INDEX_FILE as TABLES_FILE
 
 if TYPE_CHECKING:
@@ -127,7 +133,9 @@ def headline_section(a: Analysis) -> list[str]:
     out = [
         '<h2 id="results">Results</h2>',
         '<p class="note">Overall success rate and mean score of every subject that ran: the mean over '
-        "scenarios (each weighs the same) of graded episodes, with 95% intervals over the seeds; "
+        "scenarios (each weighs the same) of graded episodes, with 95% intervals over the seeds "
+        "(n: distinct episodes; 'replays' where every seed of a task replays one episode, and "
+        f"'{TRAINED_ON}' where the subject was trained on the tasks it is evaluated on); "
         f"{MISSING} where a scenario has no graded episode (never 0); {PROVISIONAL}: provisional "
         "(incomplete coverage). Coverage: graded of expected cells. Details, every table and the "
         'method follow under <a href="#details">Details</a>.</p>',
@@ -139,7 +147,7 @@ def headline_section(a: Analysis) -> list[str]:
     for ruleset in a.rulesets:
         body = [
             [
-                _text(subject),
+                _text(a.shown(ruleset, subject)),
                 ("nowrap", html.escape(role(a, subject))),
                 _num(cell_text(a.stat(ruleset, subject, "success", OVERALL))),
                 _num(cell_text(a.stat(ruleset, subject, "score", OVERALL))),

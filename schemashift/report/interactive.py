@@ -79,7 +79,7 @@ def learning_chart(a: Analysis) -> Chart:
                     if stat.mean is not None:
                         rows.append(
                             {"run": run.name, "ruleset": ruleset, "metric": name, "step": step}
-                            | {"subject": subject}
+                            | {"subject": a.shown(ruleset, subject)}
                             | _stat_fields(stat)
                         )
     if not rows:
@@ -133,7 +133,8 @@ def scenario_chart(a: Analysis) -> Chart:
                     stat = a.stat(ruleset, subject, metric, column)
                     if stat.mean is not None:
                         rows.append(
-                            {"ruleset": ruleset, "subject": subject, "column": label, "metric": name}
+                            {"ruleset": ruleset, "subject": a.shown(ruleset, subject), "column": label}
+                            | {"metric": name}
                             | _stat_fields(stat)
                         )
     if not rows:
@@ -198,7 +199,7 @@ def coverage_chart(a: Analysis) -> Chart:
             rows.append(
                 {
                     "ruleset": ruleset,
-                    "subject": subject,
+                    "subject": a.shown(ruleset, subject),
                     "kind": a.kinds.get(subject, "unknown"),
                     "coverage": graded / expected if expected else 0.0,
                     "graded": graded,

@@ -7,22 +7,29 @@ scenario weighs the same in an aggregate over scenarios (tiers, overall).
 The benchmark estimand. The scenarios are fixed (they are the benchmark); the seeds of a scenario
 are a sample of its task instances. A mean over scenarios S is the stratified mean
 m = (1/|S|) sum_s m_s of the scenarios' seed means m_s, and its 95% interval answers "what would
-this subject score on these scenarios over all their seeds". It comes from the seeds alone:
+this subject score on these scenarios over all their seeds". It comes from the seeds alone,
+by a method chosen by simulation at the sizes the benchmark runs (benchmarks/interval_coverage.py,
+at least 93% coverage at nominal 95%):
 
-- `exact`: success rates whose cells are 0/1 (one sample per seed) with the same number of seeds
-  in every scenario: Clopper-Pearson bounds on the pooled successes (the stratified mean is then
-  the pooled proportion; the bounds are conservative for a stratified design);
-- `t`: otherwise a Student-t interval, m +- t(df) * SE with SE^2 = sum_s var_s / (n_s |S|^2)
-  (var_s the sample variance of scenario s's seed means) and Welch-Satterthwaite df (a rate's
-  t interval is cut to [0, 1], a difference of rates to [-1, 1]);
-- no interval, with a note, where the seeds show no variation (`NO_VARIATION`: every scenario's
-  seed means are equal; a zero-width interval would read as certainty) or a scenario has one seed.
+- `bounded`: metrics whose episodes lie in [0, 1] (success, score, pass^k): Clopper-Pearson bounds
+  on the effective number of seeds (`bounded_interval`); they hold without observed variation
+  and give 0/n and n/n a bound with any number of samples per seed;
+- `t`: other metrics, a Student-t interval m +- t(df) * SE with SE^2 = sum_s var_s / (n_s |S|^2)
+  and Welch-Satterthwaite df; none, with a note, where the seeds show no variation or a
+  scenario has one seed.
 
-Paired differences (`paired_stat`: a checkpoint against step 0, a model against a baseline) use
-the same stratified t on the per-cell differences and carry a two-sided p-value; where the
-differences show no variation the p-value is the exact sign test's (every cell on one side).
-`holm` adjusts the p-values of one table's comparisons (Holm's step-down) and `verdict` reads
-beats / ties / loses from the adjusted p-value and the sign of the difference.
+Replays are not trials. Where a ruleset's seeds do not vary the task (legacy), a scenario's seeds
+are attempts at one task and identical episodes are one episode replayed (`episode_units`): n
+counts distinct episodes, and where every scenario replays a single episode there is no interval
+(`REPLAYS`), only the mean.
+
+Paired differences (`paired_stat`) on the cells both subjects graded: for [0, 1] metrics
+Newcombe's square-and-add interval from the two sides' bounded intervals (`mover`) and the p-value
+that inverts it; otherwise the stratified t on the per-cell differences (the exact sign test where
+they show no variation). `adjust` applies Holm within one family (one question, so a comparison
+has one adjusted p-value wherever it is shown) and gives each comparison its minimum detectable
+difference at 80% power (`detectable`); `verdict` reads beats / loses from the adjusted p-value,
+and otherwise "not separable at this size (detectable >= X)", never a tie.
 
 `generalisation_stat` answers another question, "new scenarios like these": a t interval over
 the scenario means (df = |S| - 1), given only where there are at least `MIN_GENERALISATION`
@@ -40,33 +47,45 @@ any metric; it is defined only where every cell has at least k samples.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from math import comb
 from typing import TYPE_CHECKING
+
+from schemashift.report.distributions import LEVEL, clopper_pearson, sign_test_p, t_ppf, t_sf2, z_ppf
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-LEVEL = 0.95
 ALPHA = 1.0 - LEVEL
 PASS_K = (1, 2, 3, 4)
 #: fewest scenarios for which an interval over scenarios (generalisation) is given
 MIN_GENERALISATION = 5
 #: metrics that are rates (0/1 per episode): their means lie in [0, 1], differences in [-1, 1]
 RATES = ("success", "binary")
+#: metrics whose episodes score in [0, 1]: their means get `bounded` intervals, their differences
+#: `mover` ones (where every value is inside [0, 1]; a value outside falls back to `t`)
+BOUNDED = (*RATES, "score")
+UNIT = (0.0, 1.0)
+#: the power at which a comparison's minimum detectable difference is given
+POWER = 0.8
 NO_VARIATION = "no variation observed"
 ONE_SEED = "one seed in a scenario: no interval"
+REPLAYS = "replays"
+#: the episode columns that tell two episodes of one task apart (a replay repeats all of them)
+SIGNATURE = ("success", "score", "steps", "tool_calls", "failed_calls", "tokens_out", "final_action")
 
 
 @dataclass(frozen=True)
 class Stat:
     """A mean with its interval over `n` units (graded episodes, cells for pass^k, pairs for a
     difference); mean None when it cannot be computed. `provisional`: computed over incomplete
-    coverage. `method`: how the interval was made (`exact`, `t`, `bootstrap`, `generalisation`),
-    None where there is none, and then `note` says why. `p_value`: for a difference, two-sided
-    against 0 (`p_adjusted` after Holm within its table)."""
+    coverage. `method`: how the interval was made (`bounded`, `mover`, `t`, `bootstrap`,
+    `generalisation`), None where there is none, and then `note` says why. `p_value`: for a
+    difference, two-sided against 0 (`p_adjusted` after Holm within its `family`, the question it
+    answers); `detectable`: the smallest true difference its test finds with 80% power at its
+    size and Holm family."""
 
     mean: float | None
     ci_low: float | None
@@ -77,6 +96,8 @@ class Stat:
     note: str | None = None
     p_value: float | None = None
     p_adjusted: float | None = None
+    family: str | None = None
+    detectable: float | None = None
 
     @property
     def has_interval(self) -> bool:
@@ -86,104 +107,7 @@ class Stat:
 MISSING_STAT = Stat(None, None, None, 0)
 
 
-# -- distributions (no scipy in the report's dependencies) -----------------------------------------
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 1000):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-15:
-            break
-    return h
-
-
-def beta_cdf(x: float, a: float, b: float) -> float:
-    """The regularised incomplete beta function I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
-
-
-def _invert(cdf, target: float, low: float, high: float) -> float:
-    """The x in [low, high] where the increasing `cdf` reaches `target` (bisection)."""
-    for _ in range(200):
-        mid = (low + high) / 2.0
-        if cdf(mid) < target:
-            low = mid
-        else:
-            high = mid
-        if high - low < 1e-13:
-            break
-    return (low + high) / 2.0
-
-
-def beta_ppf(q: float, a: float, b: float) -> float:
-    return _invert(lambda x: beta_cdf(x, a, b), q, 0.0, 1.0)
-
-
-def t_sf2(t: float, df: float) -> float:
-    """Two-sided tail P(|T| >= |t|) of Student's t with `df` (real) degrees of freedom."""
-    return beta_cdf(df / (df + t * t), df / 2.0, 0.5)
-
-
-def t_ppf(q: float, df: float) -> float:
-    """Quantile of Student's t (q in (0.5, 1))."""
-    target = 2.0 * (1.0 - q)  # two-sided tail at the quantile
-    high = 1.0
-    while t_sf2(high, df) > target:
-        high *= 2.0
-    return _invert(lambda t: -t_sf2(t, df), -target, 0.0, high)
-
-
-def clopper_pearson(successes: int, n: int, level: float = LEVEL) -> tuple[float, float]:
-    """Exact binomial bounds of a success rate."""
-    if not 0 <= successes <= n or n < 1:
-        raise ValueError(f"Clopper-Pearson needs 0 <= successes <= n and n >= 1, got {successes}/{n}")
-    alpha = 1.0 - level
-    low = 0.0 if successes == 0 else beta_ppf(alpha / 2.0, successes, n - successes + 1)
-    high = 1.0 if successes == n else beta_ppf(1.0 - alpha / 2.0, successes + 1, n - successes)
-    return low, high
-
-
-def sign_test_p(positive: int, negative: int) -> float:
-    """Exact two-sided sign test of `positive` against `negative` non-zero differences."""
-    n = positive + negative
-    if n == 0:
-        return 1.0
-    k = min(positive, negative)
-    tail = sum(comb(n, i) for i in range(k + 1)) / 2.0**n
-    return min(1.0, 2.0 * tail)
-
-
 # -- the stratified estimator ------------------------------------------------------------------------
-
-
-def _binary(groups: Sequence[np.ndarray]) -> bool:
-    return all(((g == 0.0) | (g == 1.0)).all() for g in groups)
 
 
 def _standard_error(groups: Sequence[np.ndarray]) -> tuple[float, float] | None:
@@ -197,28 +121,43 @@ def _standard_error(groups: Sequence[np.ndarray]) -> tuple[float, float] | None:
     return math.sqrt(sum(shares)) / len(groups), sum(shares) ** 2 / spread
 
 
+def bounded_interval(
+    groups: Sequence[np.ndarray], level: float = LEVEL, units: Sequence[int] | None = None
+) -> tuple[float, float]:
+    """Bounds of the mean of the groups' means of values in [0, 1]: Clopper-Pearson on the
+    effective number of units, m * N successes of N = |S|^2 / sum_s 1/n_s (Kish's for weights
+    1/(|S| n_s)). A unit's mean has variance at most mu (1 - mu), a 0/1 value's, so the bounds hold
+    for any [0, 1] values, with or without variation, and for 0/n and n/n. `units`: per group, how
+    many independent units it holds (default: its values)."""
+    sizes = [len(g) for g in groups] if units is None else list(units)
+    effective = len(groups) ** 2 / sum(1.0 / size for size in sizes)
+    mean = sum(float(g.mean()) for g in groups) / len(groups)
+    return clopper_pearson(min(max(mean, 0.0), 1.0) * effective, effective, level)
+
+
+def _inside(groups: Sequence[np.ndarray], bounds: tuple[float, float] | None) -> bool:
+    return bounds == UNIT and all(float(g.min()) >= 0.0 and float(g.max()) <= 1.0 for g in groups)
+
+
 def stratified_stat(
     groups: Sequence[np.ndarray],
     n: int,
     provisional: bool = False,
-    exact: bool = False,
     level: float = LEVEL,
     bounds: tuple[float, float] | None = None,
+    units: Sequence[int] | None = None,
 ) -> Stat:
     """The mean of the groups' means (scenarios: values = seed means) over fixed groups, with its
-    interval from the values within each group; missing when some group is empty. `exact`: the
-    values are success indicators (one sample per seed), so equal-sized 0/1 groups get
-    Clopper-Pearson bounds. `bounds`: the range the mean cannot leave (a t interval is cut to it)."""
+    interval from the values within each group; missing when some group is empty. `bounds`: the
+    range of the metric; [0, 1], where every value lies in it, gets `bounded_interval` (over
+    `units` per group), anything else the t interval."""
     if not groups or any(len(g) == 0 for g in groups):
         return Stat(None, None, None, n, provisional)
-    k = len(groups)
-    mean = float(sum(float(g.mean()) for g in groups) / k)
-    sizes = {len(g) for g in groups}
-    if exact and len(sizes) == 1 and _binary(groups):
-        successes = int(round(sum(float(g.sum()) for g in groups)))
-        low, high = clopper_pearson(successes, sum(len(g) for g in groups), level)
-        return Stat(mean, low, high, n, provisional, "exact")
-    if min(sizes) < 2:
+    mean = _stratified_mean(groups)
+    if _inside(groups, bounds):
+        low, high = bounded_interval(groups, level, units)
+        return Stat(mean, low, high, n, provisional, "bounded")
+    if min(len(g) for g in groups) < 2:
         return Stat(mean, None, None, n, provisional, note=ONE_SEED)
     error = None if all(float(g.max() - g.min()) == 0.0 for g in groups) else _standard_error(groups)
     if error is None:
@@ -226,8 +165,6 @@ def stratified_stat(
     se, df = error
     half = t_ppf(1.0 - (1.0 - level) / 2.0, df) * se
     low, high = mean - half, mean + half
-    if bounds is not None:
-        low, high = max(low, bounds[0]), min(high, bounds[1])
     if not low < high:  # a spread below the resolution of the mean
         return Stat(mean, None, None, n, provisional, note=NO_VARIATION)
     return Stat(mean, low, high, n, provisional, "t")
@@ -241,15 +178,72 @@ def difference_stat(
 ) -> Stat:
     """A stratified mean of per-cell differences with its t interval and two-sided p-value
     against 0; where the differences show no variation, the exact sign test's p-value."""
-    stat = stratified_stat(groups, n, provisional, bounds=bounds)
+    stat = stratified_stat(groups, n, provisional)
     if stat.mean is None:
         return stat
     if stat.method == "t":
+        if bounds is not None:
+            stat = replace(stat, ci_low=max(stat.ci_low, bounds[0]), ci_high=min(stat.ci_high, bounds[1]))
         se, df = _standard_error(groups)  # an interval was given, so the variance is resolved
         return replace(stat, p_value=t_sf2(stat.mean / se, df))
     values = [float(v) for g in groups for v in g]
     positive, negative = sum(v > 0 for v in values), sum(v < 0 for v in values)
     return replace(stat, p_value=sign_test_p(positive, negative))
+
+
+def mover_stat(
+    mine: Sequence[np.ndarray],
+    theirs: Sequence[np.ndarray],
+    n: int,
+    provisional: bool = False,
+    units: tuple[Sequence[int] | None, Sequence[int] | None] = (None, None),
+    level: float = LEVEL,
+    test: bool = True,
+) -> Stat:
+    """The difference of two stratified means of [0, 1] values (the same cells on both sides),
+    with Newcombe's square-and-add (MOVER) interval from the two sides' `bounded_interval`s and
+    the p-value that inverts it (the largest level whose interval still holds 0). It ignores the
+    pairing, so it is conservative where the two sides are correlated, as on shared cells.
+    `test` False skips the p-value (its bisection), for simulations that need only the interval."""
+    a, b = _stratified_mean(mine), _stratified_mean(theirs)
+    difference = a - b
+
+    def interval(at: float) -> tuple[float, float]:
+        a_low, a_high = bounded_interval(mine, at, units[0])
+        b_low, b_high = bounded_interval(theirs, at, units[1])
+        low = difference - math.hypot(a - a_low, b_high - b)
+        high = difference + math.hypot(a_high - a, b - b_low)
+        return max(low, -1.0), min(high, 1.0)
+
+    low, high = interval(level)
+    p_value = _inverted_p(interval, difference) if test else None
+    return Stat(difference, low, high, n, provisional, "mover", p_value=p_value)
+
+
+def _stratified_mean(groups: Sequence[np.ndarray]) -> float:
+    return sum(float(g.mean()) for g in groups) / len(groups)
+
+
+def _inverted_p(interval: Callable[[float], tuple[float, float]], difference: float) -> float:
+    """Two-sided p-value of "no difference" from nested intervals: 1 minus the lowest level whose
+    interval holds 0 (bisection to 1e-4; 1e-4 where even the 0.9999 interval excludes 0)."""
+
+    def holds_zero(level: float) -> bool:
+        low, high = interval(level)
+        return low <= 0.0 <= high
+
+    if difference == 0.0 or holds_zero(1e-4):
+        return 1.0
+    if not holds_zero(1.0 - 1e-4):
+        return 1e-4
+    low, high = 1e-4, 1.0 - 1e-4  # excludes 0 at low, holds it at high
+    while high - low > 1e-4:
+        mid = (low + high) / 2.0
+        if holds_zero(mid):
+            high = mid
+        else:
+            low = mid
+    return 1.0 - high
 
 
 @dataclass(frozen=True)
@@ -302,9 +296,12 @@ def standard_error(rows: pd.DataFrame, metric: str, scenarios: Sequence[str]) ->
     return found[0] if found else None
 
 
-def generalisation_stat(scenario_means: Sequence[float], n: int, level: float = LEVEL) -> Stat:
-    """Interval for the mean over new scenarios like these: t over the scenario means, df |S| - 1;
-    none below MIN_GENERALISATION scenarios (too few to say anything about others)."""
+def generalisation_stat(
+    scenario_means: Sequence[float], n: int, level: float = LEVEL, bounds: tuple[float, float] | None = None
+) -> Stat:
+    """Interval for the mean over new scenarios like these: t over the scenario means, df |S| - 1,
+    cut to `bounds` (the range the mean cannot leave); none below MIN_GENERALISATION scenarios
+    (too few to say anything about others)."""
     means = [float(m) for m in scenario_means]
     if not means:
         return MISSING_STAT
@@ -315,7 +312,10 @@ def generalisation_stat(scenario_means: Sequence[float], n: int, level: float = 
         return Stat(mean, None, None, n, note=NO_VARIATION)
     variance = sum((m - mean) ** 2 for m in means) / (len(means) - 1)
     half = t_ppf(1.0 - (1.0 - level) / 2.0, len(means) - 1) * math.sqrt(variance / len(means))
-    return Stat(mean, mean - half, mean + half, n, method="generalisation")
+    low, high = mean - half, mean + half
+    if bounds is not None:
+        low, high = max(low, bounds[0]), min(high, bounds[1])
+    return Stat(mean, low, high, n, method="generalisation")
 
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:
@@ -330,21 +330,44 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
     return adjusted
 
 
-def adjust(stats: Sequence[Stat]) -> list[Stat]:
-    """The stats of one table's comparisons with their Holm-adjusted p-values."""
+def adjust(stats: Sequence[Stat], family: str | None = None) -> list[Stat]:
+    """The stats of one family of comparisons (one question) with their Holm-adjusted p-values and
+    minimum detectable differences at the family's size."""
     adjusted = holm([s.p_value for s in stats])
-    return [replace(s, p_adjusted=p) for s, p in zip(stats, adjusted, strict=True)]
+    size = sum(p is not None for p in adjusted)
+    return [
+        replace(s, p_adjusted=p, family=family, detectable=detectable(s, size))
+        for s, p in zip(stats, adjusted, strict=True)
+    ]
+
+
+def detectable(diff: Stat, comparisons: int, alpha: float = ALPHA, power: float = POWER) -> float | None:
+    """The smallest true difference a test of `diff`'s precision finds with probability `power`
+    at the first (strictest) Holm level alpha / comparisons: (z(1 - alpha / 2m) + z(power)) * se,
+    se read off the 95% interval's width as a normal standard error. None without an interval."""
+    if not diff.has_interval or comparisons < 1:
+        return None
+    se = (diff.ci_high - diff.ci_low) / (2.0 * z_ppf(1.0 - ALPHA / 2.0))
+    return (z_ppf(1.0 - alpha / (2.0 * comparisons)) + z_ppf(power)) * se
+
+
+NOT_SEPARABLE = "not separable at this size"
 
 
 def verdict(diff: Stat, alpha: float = ALPHA) -> str:
     """beats / loses when the (Holm-adjusted where adjusted) p-value is below alpha, by the sign of
-    the difference; ties otherwise; n/a without a difference."""
+    the difference; otherwise not separable at this size, with the difference it could have
+    detected; n/a without a difference, no test where there is no p-value (replays)."""
     if diff.mean is None:
         return "n/a"
     p = diff.p_adjusted if diff.p_adjusted is not None else diff.p_value
-    if p is None or p >= alpha or diff.mean == 0:
-        return "ties"
-    return "beats" if diff.mean > 0 else "loses"
+    if p is None:
+        return f"no test ({diff.note})" if diff.note else "no test"
+    if p < alpha and diff.mean != 0:
+        return "beats" if diff.mean > 0 else "loses"
+    if diff.detectable is None:
+        return NOT_SEPARABLE
+    return f"{NOT_SEPARABLE} (detectable >= {diff.detectable:.2f})"
 
 
 # -- from result rows --------------------------------------------------------------------------------
@@ -365,26 +388,53 @@ def seed_means(rows: pd.DataFrame, metric: str, scenarios: Sequence[str]) -> tup
     return groups, n
 
 
-def metric_stat(rows: pd.DataFrame, metric: str, scenarios: Sequence[str], provisional: bool = False) -> Stat:
-    """The mean of `metric` over `scenarios` (graded rows of one subject) with its interval;
-    success rates get exact bounds where every cell is one 0/1 episode."""
-    groups, n = seed_means(rows, metric, scenarios)
-    rate = metric in RATES
-    exact = rate and n == sum(len(g) for g in groups)
-    return stratified_stat(groups, n, provisional, exact=exact, bounds=(0.0, 1.0) if rate else None)
+def episode_units(
+    rows: pd.DataFrame, scenarios: Sequence[str], seeds_vary_task: bool = True
+) -> tuple[list[int] | None, int]:
+    """Per scenario, how many independent units its seeds hold, and the number of distinct
+    episodes. Where the seeds do not vary the task, a scenario's seeds are attempts at one task,
+    and identical episodes (by `SIGNATURE`) are replays, not new trials: its units are its
+    distinct episodes (at most its seeds). Otherwise each seed is a unit (units None) and a
+    seed's identical samples count once."""
+    wanted = set(scenarios)
+    columns = [c for c in SIGNATURE if c in rows.columns]
+    episodes: dict[str, set[tuple]] = {}
+    seeds: dict[str, set[int]] = {}
+    for row in zip(rows["scenario"], rows["seed"], *(rows[c] for c in columns), strict=True):
+        if row[0] in wanted:
+            # NaN != NaN: write missing values as None so that two replays compare equal
+            key = tuple(None if v != v else v for v in row[2:])
+            episodes.setdefault(row[0], set()).add((row[1], *key) if seeds_vary_task else key)
+            seeds.setdefault(row[0], set()).add(row[1])
+    distinct = sum(len(found) for found in episodes.values())
+    if seeds_vary_task:
+        return None, distinct
+    return [min(len(seeds.get(s, ())), len(episodes.get(s, ()))) for s in scenarios], distinct
 
 
-def cell_differences(
-    rows: pd.DataFrame, reference: pd.DataFrame, metric: str, scenarios: Sequence[str]
-) -> pd.Series:
-    """Per (scenario, seed) cell both graded, the difference of the two subjects' cell means."""
+def replay_stat(mean: float, distinct: int, provisional: bool = False) -> Stat:
+    """A mean over replays: every scenario's seeds replay one episode, so there is no sample to
+    give an interval from; n counts the distinct episodes."""
+    return Stat(mean, None, None, distinct, provisional, note=REPLAYS)
 
-    def cells(frame: pd.DataFrame) -> pd.Series:
-        values = frame[["scenario", "seed", metric]].dropna(subset=[metric])
-        values = values[values["scenario"].isin(list(scenarios))]
-        return values.groupby(["scenario", "seed"], sort=True)[metric].mean()
 
-    return (cells(rows) - cells(reference)).dropna()
+def metric_stat(
+    rows: pd.DataFrame,
+    metric: str,
+    scenarios: Sequence[str],
+    provisional: bool = False,
+    seeds_vary_task: bool = True,
+) -> Stat:
+    """The mean of `metric` over `scenarios` (graded rows of one subject) with its interval; n is
+    the number of distinct episodes (see `episode_units`)."""
+    groups, _ = seed_means(rows, metric, scenarios)
+    units, distinct = episode_units(rows, scenarios, seeds_vary_task)
+    stat = stratified_stat(
+        groups, distinct, provisional, bounds=UNIT if metric in BOUNDED else None, units=units
+    )
+    if units is not None and stat.mean is not None and max(units) <= 1:
+        return replay_stat(stat.mean, distinct, provisional)
+    return stat
 
 
 def paired_stat(
@@ -393,19 +443,46 @@ def paired_stat(
     metric: str,
     scenarios: Sequence[str],
     provisional: bool = False,
+    seeds_vary_task: bool = True,
 ) -> Stat:
-    """Mean difference `rows - reference` over the cells both have graded, stratified by
-    scenario, with its p-value; n is the number of pairs. Missing when a scenario has none."""
+    """Mean difference `rows - reference` over the (scenario, seed) cells both have graded,
+    stratified by scenario, n the number of pairs; missing when a scenario has none. Values in
+    [0, 1] get `mover_stat`, others the stratified t on the cell differences; replays on both
+    sides give the difference without a test."""
     import numpy as np
 
-    diff = cell_differences(rows, reference, metric, scenarios)
-    groups = [
-        np.asarray(diff[diff.index.get_level_values(0) == s].to_numpy(), dtype=float)
-        if len(diff)
-        else np.array([])
-        for s in scenarios
-    ]
-    return difference_stat(groups, int(len(diff)), provisional, (-1.0, 1.0) if metric in RATES else None)
+    def cells(frame: pd.DataFrame) -> pd.Series:
+        values = frame[["scenario", "seed", metric]].dropna(subset=[metric])
+        values = values[values["scenario"].isin(list(scenarios))]
+        return values.groupby(["scenario", "seed"], sort=True)[metric].mean()
+
+    mine, theirs = cells(rows), cells(reference)
+    shared = mine.index.intersection(theirs.index)
+    mine, theirs = mine.loc[shared], theirs.loc[shared]
+
+    def split(series: pd.Series) -> list[np.ndarray]:
+        if not len(series):
+            return [np.array([]) for _ in scenarios]
+        where = series.index.get_level_values(0)
+        return [np.asarray(series[where == s].to_numpy(), dtype=float) for s in scenarios]
+
+    a, b = split(mine), split(theirs)
+    pairs = len(shared)
+    if not scenarios or any(len(g) == 0 for g in a):
+        return Stat(None, None, None, pairs, provisional)
+    units = [None, None]
+    if not seeds_vary_task:
+        keys = set(shared)
+        for side, frame in enumerate((rows, reference)):
+            played = frame[[key in keys for key in zip(frame["scenario"], frame["seed"], strict=True)]]
+            units[side] = episode_units(played, scenarios, False)[0]
+        if max(units[0]) <= 1 and max(units[1]) <= 1:
+            difference = _stratified_mean(a) - _stratified_mean(b)
+            return Stat(difference, None, None, pairs, provisional, note=REPLAYS)
+    if metric in BOUNDED and _inside(a + b, UNIT):
+        return mover_stat(a, b, pairs, provisional, (units[0], units[1]))
+    differences = [x - y for x, y in zip(a, b, strict=True)]
+    return difference_stat(differences, pairs, provisional, (-1.0, 1.0) if metric in RATES else None)
 
 
 def scenario_spread(rows: pd.DataFrame, metric: str, scenarios: Sequence[str]) -> dict[str, float | None]:
@@ -427,7 +504,13 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return comb(c, k) / comb(n, k)
 
 
-def pass_k_stat(rows: pd.DataFrame, k: int, scenarios: Sequence[str], provisional: bool = False) -> Stat:
+def pass_k_stat(
+    rows: pd.DataFrame,
+    k: int,
+    scenarios: Sequence[str],
+    provisional: bool = False,
+    seeds_vary_task: bool = True,
+) -> Stat:
     """pass^k over `scenarios` from the graded rows of one subject; missing where a cell has fewer
     than k samples or a scenario has no graded cell. n is the number of cells."""
     import numpy as np
@@ -442,8 +525,10 @@ def pass_k_stat(rows: pd.DataFrame, k: int, scenarios: Sequence[str], provisiona
     groups = [
         np.asarray(series[series.index.get_level_values(0) == s].to_numpy(), dtype=float) for s in scenarios
     ]
-    exact = k == 1 and int(counts["count"].max()) == 1
-    return stratified_stat(groups, int(len(counts)), provisional, exact=exact, bounds=(0.0, 1.0))
+    units = episode_units(values, scenarios, seeds_vary_task)[0]
+    if units is not None and max(units) <= 1:
+        return replay_stat(_stratified_mean(groups), len(scenarios), provisional)
+    return stratified_stat(groups, int(len(counts)), provisional, bounds=UNIT, units=units)
 
 
 def savings_stat(

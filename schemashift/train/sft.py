@@ -70,6 +70,28 @@ def oracle_conversations(
     return out
 
 
+def seen_tasks(
+    rulesets: Sequence[str],
+    seeds: Iterable[int] | Mapping[str, Iterable[int]],
+    scenarios: Sequence[str] | Mapping[str, Sequence[str] | None] | None = None,
+) -> list[dict[str, Any]]:
+    """The tasks `oracle_conversations` learns from, as {ruleset, scenario, seed}: the report marks
+    a subject evaluated on them. seed is None where the ruleset's seeds do not vary the task (every
+    seed of such a scenario is the task it saw)."""
+    shared = None if isinstance(seeds, Mapping) else list(seeds)
+    tasks = []
+    for name in rulesets:
+        rs = get_ruleset(name)
+        chosen = scenarios.get(name) if isinstance(scenarios, Mapping) else scenarios
+        for scenario in chosen or rs.scenario_ids():
+            drawn = shared if shared is not None else list(seeds[name])
+            tasks += [
+                {"ruleset": name, "scenario": scenario, "seed": seed if rs.seeds_vary_task else None}
+                for seed in (drawn if rs.seeds_vary_task else drawn[:1])
+            ]
+    return tasks
+
+
 def render_ids(tokenizer: Any, messages: Sequence[Message], generation_prompt: bool) -> list[int]:
     plain, tools = template_request(messages)
     encoded = tokenizer.apply_chat_template(
@@ -295,6 +317,7 @@ def sft_model(
         "rulesets": list(rulesets),
         "seeds": seeds,
         "scenarios": _scenarios_manifest(scenarios),
+        "tasks": seen_tasks(rulesets, seeds, scenarios),
         "lr": lr,
         "lora_r": lora_r if lora else None,
         **result.__dict__,

@@ -83,8 +83,10 @@ CURRICULUM: dict[str, tuple[str, ...] | None] = {"legacy": None, "v1": ("custome
 
 
 def training_seeds(rulesets: Iterable[str]) -> dict[str, list[int]]:
-    """The first seeds of each ruleset's train split (a ruleset without splits: 0, 1, 2), so the
-    tiny model never sees an evaluation seed."""
+    """The first seeds of each ruleset's train split (a ruleset without splits: 0, 1, 2). Where a
+    ruleset's seeds vary the task these are not evaluation seeds; where they do not (legacy) every
+    seed is the same task, so the model is warm-started on the very tasks it is evaluated on: its
+    `sft.json` lists them (`tasks`) and the report marks such subjects."""
     from schemashift.env.rulesets import get_ruleset
 
     seeds = {}

@@ -222,15 +222,14 @@ def _warm_start(model: Any, tokenizer: Any, run: TrainRun, peft_config: Any, out
     from schemashift.policies.llm.turn_end import end_of_turn_ids
     from schemashift.runs.contract import training_scenarios
     from schemashift.train.dataset import training_seeds
-    from schemashift.train.sft import encode_conversation, oracle_conversations, train_loop
+    from schemashift.train.sft import encode_conversation, oracle_conversations, seen_tasks, train_loop
 
     saved = out / "sft-adapter"
     if (saved / "adapter_config.json").is_file():
         return PeftModel.from_pretrained(model, saved, is_trainable=True)
     model = seeded(get_peft_model, run["seed"])(model, peft_config)
-    conversations = oracle_conversations(
-        [run.ruleset], training_seeds(run, run["sft_seeds"]), training_scenarios(run), run["harness"]
-    )
+    seeds = training_seeds(run, run["sft_seeds"])
+    conversations = oracle_conversations([run.ruleset], seeds, training_scenarios(run), run["harness"])
     stops = end_of_turn_ids(tokenizer, getattr(model, "generation_config", None))
     examples = [encode_conversation(tokenizer, messages, stops) for messages in conversations]
     result = train_loop(
@@ -246,6 +245,7 @@ def _warm_start(model: Any, tokenizer: Any, run: TrainRun, peft_config: Any, out
             "first_loss": result.first_loss,
             "last_loss": result.last_loss,
             "examples": len(examples),
+            "tasks": seen_tasks([run.ruleset], seeds, training_scenarios(run)),
             "device": str(next(model.parameters()).device),
         },
     )

@@ -70,7 +70,12 @@ def test_the_trained_row_is_the_runs_report_step_not_its_last_checkpoint() -> No
     for manifest, cfg in (({"training": {"r": {"index": index}}}, None), (None, config({"r": configured}))):
         a = Analysis(data, manifest, cfg, samples=20)
         [table] = untrained_vs_trained_tables(a)
-        trained = ["mean score", "trained (step 50): r@step-50", "0.500 (no variation observed) n=2"]
+        # legacy: the two seeds replay one task, on which the run trained
+        trained = [
+            "mean score",
+            "trained (step 50): r@step-50 (trained on these tasks)",
+            "0.500 (replays) n=1",
+        ]
         assert trained in [row[:3] for row in table.rows]
         assert not any("step-100" in str(row) for row in table.rows)
 
@@ -262,3 +267,28 @@ def test_coinciding_learning_curves_stay_visible_and_are_named() -> None:
     legend = {h.get_label(): (h.get_linestyle(), h.get_marker()) for h in figure.legends[0].legend_handles}
     assert len({legend[run] for run in curves}) == 3
     _pyplot().close(figure)
+
+
+def test_a_model_warm_started_on_the_evaluated_tasks_is_marked_so(tmp_path: Path) -> None:
+    """The tiny model's warm start lists the tasks it saw in its sft.json; the report reads them
+    beside the model and marks its evaluations on those tasks (every legacy seed is the one task of
+    its scenario), not those on tasks it never saw."""
+    from schemashift.report.tables.summary import headline_table
+    from schemashift.train.sft import seen_tasks
+    from schemashift.train.tiny import CURRICULUM, training_seeds
+
+    model = tmp_path / "tiny"
+    model.mkdir()
+    tasks = seen_tasks(list(CURRICULUM), training_seeds(CURRICULUM), CURRICULUM)
+    (model / "sft.json").write_text(json.dumps({"tasks": tasks}), encoding="utf-8")
+    assert {"ruleset": "legacy", "scenario": SCENARIO, "seed": None} in tasks
+    data = evaluations([(f"hf:{model}", None, 0, 0.9), ("oracle", None, 0, 1.0)])
+    unseen = data.assign(ruleset="v1", scenario="customer_lookup", seed=data["seed"] + 20000)
+    data = pd.concat([data, unseen], ignore_index=True)
+    a = Analysis(data, None, {"models": {"tiny": {"policy": f"hf:{model}"}}, "train": {"runs": {}}})
+    assert a.trained_on("legacy", f"hf:{model}") and not a.trained_on("legacy", "oracle")
+    assert not a.trained_on("v1", f"hf:{model}")  # v1 seeds 20000-20001 are other tasks
+    [row] = [r for r in headline_table(a, "legacy").rows if r[0].startswith("hf:")]
+    assert row[0] == f"hf:{model} (trained on these tasks)"
+    # one task replayed on both seeds: the mean of one episode, without an interval over copies
+    assert row[2] == "0.900 (replays) n=1"

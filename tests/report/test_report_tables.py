@@ -44,22 +44,16 @@ def test_tables_hold_the_hand_computed_means(tables_dir: Path) -> None:
             for scenario, values in scenarios.items():
                 row = rows[policy, scenario]
                 assert float(row["mean"]) == pytest.approx(values[position])
-                assert row["n"] == "2"  # the oracle's infra_error episode on M1 is not counted
-                if metric == "success":
-                    # one 0/1 episode per seed: exact binomial bounds on the successes of 2 seeds
-                    low, high = stats.clopper_pearson(int(values[position] * 2), 2)
-                    assert row["method"] == "exact"
-                    assert (float(row["ci_low"]), float(row["ci_high"])) == pytest.approx((low, high))
-                else:
-                    # every legacy seed plays the same task: no variation, so no (zero-width) interval
-                    assert (row["ci_low"], row["ci_high"], row["note"]) == ("", "", stats.NO_VARIATION)
+                # every legacy seed plays the same task and a rule policy replays its episode: one
+                # distinct episode, no interval over its copies
+                assert (row["n"], row["ci_low"], row["ci_high"], row["note"]) == ("1", "", "", stats.REPLAYS)
     rows = overview(tables_dir, "score")
     pa = "policy_aware_heuristic"
     assert float(rows[pa, "tier:easy"]["mean"]) == pytest.approx(0.521875)
     assert float(rows[pa, "tier:medium"]["mean"]) == 0.0
     assert float(rows[pa, "overall"]["mean"]) == pytest.approx(0.2609375)
     assert float(rows["oracle", "overall"]["mean"]) == pytest.approx((0.953125 + 0.95) / 2)
-    assert rows[pa, "overall"]["n"] == "4"
+    assert rows[pa, "overall"]["n"] == "2"
 
 
 def test_incomplete_coverage_is_provisional_everywhere(tables_dir: Path) -> None:
@@ -76,8 +70,8 @@ def test_incomplete_coverage_is_provisional_everywhere(tables_dir: Path) -> None
         and coverage["naive_heuristic", E1]["expected"] == "3"
     )
     markdown = (tables_dir / "summary.md").read_text(encoding="utf-8")
-    oracle = next(line for line in markdown.splitlines() if line.startswith("| oracle | 0.953"))
-    assert oracle.split(" | ")[2] == "0.950 (no variation observed) n=2\u2020"
+    oracle = next(line for line in markdown.splitlines() if line.startswith("| oracle | rule |"))
+    assert oracle.split(" | ")[2] == "0.952 (replays) n=2\u2020"
 
 
 def test_a_policy_that_never_ran_is_missing_never_zero(tables_dir: Path) -> None:
@@ -95,18 +89,29 @@ def test_a_policy_that_never_ran_is_missing_never_zero(tables_dir: Path) -> None
 def test_markdown_summary_holds_every_part(tables_dir: Path) -> None:
     markdown = (tables_dir / "summary.md").read_text(encoding="utf-8")
     for heading in (
-        "## Ruleset legacy",
-        "### Mean score per subject and scenario",
-        "### Coverage: graded / expected cells per subject and scenario",
+        "## Headline",
+        "### Ruleset legacy: overall score and success rate of every subject that ran",
         "## Table B: baselines vs the trained model",
         "## Table C: reward ablation",
-        "## Table E: training efficiency",
-        "## Legacy vs v1",
-        "### pass^k: all of k attempts succeed",
-        "### Drift outcomes per subject and drift kind",
-        "## Per-seed raw tables (legacy)",
+        "## What cannot be concluded",
+        "## Every table",
     ):
         assert heading in markdown
+    # the rest is linked as CSV, not shown
+    for key, title in (
+        ("legacy_score", "Mean score per subject and scenario"),
+        (
+            "table_e",
+            "Steps, wall-clock, GPU, cost, peak reward and engine/trainer agreement per training run",
+        ),
+        ("legacy_pass_k", "pass^k: all of k attempts succeed"),
+        ("legacy_drifts", "Drift outcomes per subject and drift kind"),
+    ):
+        assert f"[{title}](./{key}.csv)" in markdown and f"### {title}" not in markdown
+        assert (tables_dir / f"{key}.csv").is_file()
+    assert (
+        "naive_heuristic, oracle, policy_aware_heuristic" in markdown.split("## What cannot be concluded")[1]
+    )
     assert (
         "Coverage: 12 graded episodes in the means; 1 infra_error episode excluded; "
         "2 of 15 expected cells missing." in markdown
@@ -122,8 +127,9 @@ def test_per_seed_table_aggregates_by_tier(tables_dir: Path) -> None:
     rows = csv_rows(tables_dir / "legacy_per_seed_policy_aware_heuristic.csv")
     assert [(r["scenario"], r["seed"]) for r in rows] == [(s, str(i)) for s in (E1, M1) for i in (0, 1)]
     assert {r["score"] for r in rows if r["scenario"] == E1} == {"0.521875"}
-    markdown = (tables_dir / "summary.md").read_text(encoding="utf-8")
-    assert "| overall mean |  |  |" in markdown and "| easy (tier) mean |  |  |" in markdown
+    index = {t["key"]: t for t in json.loads((tables_dir / "tables.json").read_text(encoding="utf-8"))}
+    labels = [row[0] for row in index["legacy_per_seed_policy_aware_heuristic"]["rows"]]
+    assert "overall mean" in labels and "easy (tier) mean" in labels
 
 
 def test_tables_are_reproducible_with_a_seed(
@@ -139,7 +145,7 @@ def test_tables_are_reproducible_with_a_seed(
 
 def episodes(rows: list[dict[str, Any]]) -> pd.DataFrame:
     base = {
-        "ruleset": "legacy",
+        "ruleset": "v1",
         "status": "graded",
         "policy": "p",
         "train_run": None,
@@ -164,12 +170,11 @@ def test_samples_of_a_seed_are_averaged_before_the_seeds() -> None:
     rows.append({"scenario": "A", "seed": 1, "score": 0.0, "success": 0.0})
     stat = stats.metric_stat(episodes(rows), "score", ["A"])
     assert stat.mean == pytest.approx((0.75 + 0.0) / 2)  # not the episode mean 0.6
-    assert stat.n == 5
-    # the t interval of the two seed means (0.75, 0.0): df 1, half-width t(0.975, 1) * sd / sqrt(2)
-    half = 12.706204736174707 * np.std([0.75, 0.0], ddof=1) / np.sqrt(2)
-    assert (stat.ci_low, stat.ci_high) == pytest.approx((0.375 - half, 0.375 + half))
-    # several samples per seed: success is no longer one 0/1 episode per cell, so not exact
-    assert stats.metric_stat(episodes(rows), "success", ["A"]).method == "t"
+    assert stat.n == 3  # seed 0's three identical successes are one distinct episode
+    # bounded: Clopper-Pearson on 0.375 of the two seeds, not on the five episodes
+    assert stat.method == "bounded"
+    assert (stat.ci_low, stat.ci_high) == pytest.approx(stats.clopper_pearson(0.75, 2))
+    assert stats.metric_stat(episodes(rows), "success", ["A"]).method == "bounded"
 
 
 def test_paired_differences_use_the_cells_both_graded() -> None:
@@ -183,19 +188,21 @@ def test_paired_differences_use_the_cells_both_graded() -> None:
     ]
     data = episodes(rows)
     a = Analysis(data, samples=400, seed=2)
-    diff = a.paired("legacy", "new", "old", "score", "overall")
+    diff = a.paired("v1", "new", "old", "score", "overall")
     # A: (0.5 + 0.0) / 2 = 0.25; B: (1.0 - 0.4) / 2 = 0.3; overall: their mean
     assert diff.mean == pytest.approx(0.275) and diff.n == 4
-    expected = stats.difference_stat([np.array([0.5, 0.0]), np.array([1.0, -0.4])], 4)
+    # scores lie in [0, 1]: the square-and-add interval of the two sides on the paired cells
+    mine_cells = [np.array([0.9, 0.5]), np.array([1.0, 0.2])]
+    expected = stats.mover_stat(mine_cells, [np.array([0.4, 0.5]), np.array([0.0, 0.6])], 4)
     assert (diff.ci_low, diff.ci_high, diff.p_value) == pytest.approx(
         (expected.ci_low, expected.ci_high, expected.p_value)
     )
-    assert a.paired("legacy", "new", "old", "score", "A").mean == pytest.approx(0.25)
-    assert stats.verdict(diff) == "ties"  # p well above 0.05 on four pairs
+    assert a.paired("v1", "new", "old", "score", "A").mean == pytest.approx(0.25)
+    assert stats.verdict(diff) == stats.NOT_SEPARABLE  # p well above 0.05 on four pairs
     assert stats.verdict(stats.Stat(0.3, 0.1, 0.5, 4, p_value=0.01)) == "beats"
     assert stats.verdict(stats.Stat(-0.3, -0.5, -0.1, 4, p_value=0.01)) == "loses"
-    # the table's adjustment decides where it is made
-    assert stats.verdict(stats.Stat(0.3, 0.1, 0.5, 4, p_value=0.01, p_adjusted=0.06)) == "ties"
+    # the family's adjustment decides where it is made
+    assert stats.verdict(stats.Stat(0.3, 0.1, 0.5, 4, p_value=0.01, p_adjusted=0.06)) == stats.NOT_SEPARABLE
 
 
 def test_pass_k_is_the_closed_form_and_matches_enumeration() -> None:
@@ -221,7 +228,7 @@ def test_pass_k_is_the_closed_form_and_matches_enumeration() -> None:
 
 
 def test_a_missing_scenario_empties_its_tier_and_overall() -> None:
-    rows = [{"scenario": "A", "seed": 0, "score": 0.5, "success": 1.0}]
+    rows = [{"ruleset": "legacy", "scenario": "A", "seed": 0, "score": 0.5, "success": 1.0}]
     manifest = {
         "cells": [
             {"ruleset": "legacy", "policy": "p", "scenario": s, "seed": 0, "sample_index": 0, "status": st}
@@ -242,7 +249,8 @@ def test_infra_error_episodes_are_excluded(aggregated: dict[str, Path]) -> None:
     manifest = json.loads(aggregated["manifest"].read_text(encoding="utf-8"))
     a = Analysis(data, manifest, samples=20)
     stat = a.stat("legacy", "oracle", "score", M1)
-    assert stat.n == 2 and stat.provisional
+    # two graded seeds replaying one episode; the infra_error one is in neither
+    assert stat.n == 1 and stat.provisional and a.cover("legacy", "oracle", M1).graded == 2
 
 
 def test_bad_arguments_and_inputs_are_errors(
@@ -269,10 +277,12 @@ def test_configured_runs_without_results_read_missing(aggregated: dict[str, Path
     assert main([*args, "--bootstrap-samples", "50"]) == 0
     table = csv_rows(tmp_path / "out" / "table_a_shaped_legacy.csv")
     assert table and {r["mean"] for r in table} == {""} and {r["n"] for r in table} == {"0"}
-    markdown = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
+    index = {t["key"]: t for t in json.loads((tmp_path / "out" / "tables.json").read_text(encoding="utf-8"))}
     # the run's report step (default: the last of its planned checkpoints), read missing
-    assert "| mean score | trained (step 100): shaped@step-100 | missing |" in markdown
-    assert "| shaped | missing |" in markdown  # Table E: no training metrics
+    assert ["mean score", "trained (step 100): shaped@step-100", "missing"] == index["table_a_shaped_legacy"][
+        "rows"
+    ][1][:3]
+    assert index["table_e"]["rows"][0][:2] == ["shaped", "missing"]  # no training metrics
 
 
 def test_a_baseline_played_on_one_ruleset_is_not_played_on_the_other_never_missing() -> None:
@@ -281,7 +291,9 @@ def test_a_baseline_played_on_one_ruleset_is_not_played_on_the_other_never_missi
     from schemashift.report.tables.benchmark import legacy_vs_v1
     from schemashift.report.tables.format import MISSING, NOT_PLAYED
 
-    rows = [{"policy": "oracle", "scenario": "A", "seed": 0, "score": 1.0, "success": 1.0}]
+    rows = [
+        {"ruleset": "legacy", "policy": "oracle", "scenario": "A", "seed": 0, "score": 1.0, "success": 1.0}
+    ]
     rows += [{**row, "ruleset": "v1"} for row in rows]
     rows.append(
         {"ruleset": "v1", "policy": "scripted", "scenario": "A", "seed": 0, "score": 0.9, "success": 1.0}

@@ -43,6 +43,10 @@ def test_warm_start_trains_saves_and_reloads_the_adapter(tiny_model, tmp_path):
     )
     record = json.loads((out / "sft-adapter" / "sft.json").read_text())
     assert record["steps"] == 6 and record["examples"] == 1
+    # the task it saw, for the report to mark a subject evaluated on it
+    [task] = record["tasks"]
+    assert task == {"ruleset": "v1", "scenario": spec["overrides"]["scenarios"][0], "seed": task["seed"]}
+    assert get_ruleset("v1").split_of(task["seed"]) == "train"
     lora_b = {name: p.detach().clone() for name, p in warm.named_parameters() if "lora_B" in name}
     assert lora_b and any(t.abs().max() > 0 for t in lora_b.values()), "the warm start moved the adapter"
 

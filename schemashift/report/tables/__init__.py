@@ -1,10 +1,11 @@
 """`schemashift report tables`: every table of the report, as Markdown (summary.md) and CSV.
 
 Each table is built from `Analysis` as display rows (Markdown, HTML) and tidy records (its CSV,
-`<key>.csv`); `tables.json` holds all of them in order for the HTML report. The modules: `format`
-(cells, the `Table` record, writing), `benchmark` (subjects on the scenarios), `training` (runs and
-their checkpoints) and `seed_document` (the verdicts of the original training log,
-docs/original-training-log.md).
+`<key>.csv`); `tables.json` holds all of them in order for the HTML report, and summary.md the
+headline ones. The modules: `format` (cells, the `Table` record, writing), `summary` (the
+headline per ruleset and what cannot be concluded), `benchmark` (subjects on the scenarios),
+`training` (runs and their checkpoints) and `seed_document` (the verdicts of the original
+training log, docs/original-training-log.md).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from schemashift.report.tables.benchmark import (
 )
 from schemashift.report.tables.format import Table
 from schemashift.report.tables.seed_document import go_no_go_table, verdict_table, versus_table
+from schemashift.report.tables.summary import cannot_conclude_table, headline_table
 from schemashift.report.tables.training import (
     learning_table,
     model_ablation_table,
@@ -38,17 +40,20 @@ from schemashift.report.tables.training import (
 
 
 def build(a: Analysis) -> list[Table]:
-    """Every table, in the order of summary.md."""
-    tables: list[Table] = []
+    """Every table, the headline ones (summary.md's) first."""
+    tables = [headline_table(a, ruleset) for ruleset in a.rulesets]
+    tables += [learning_table(a), versus_table(a), verdict_table(a)]
+    tables += [repeats_table(a), reward_ablation_table(a), model_ablation_table(a)]
+    tables += [baselines_table(a, ruleset) for ruleset in a.rulesets]
+    for table in tables:
+        table.headline = True
+    tables.append(cannot_conclude_table(a))
     for ruleset in a.rulesets:
         tables += overview_tables(a, ruleset)
         tables += [spread_table(a, ruleset), coverage_table(a, ruleset)]
     tables += untrained_vs_trained_tables(a)
-    for ruleset in a.rulesets:
-        tables += [baselines_table(a, ruleset), harness_table(a, ruleset)]
-    tables += [repeats_table(a), reward_ablation_table(a), model_ablation_table(a)]
-    tables += [training_cost_table(a), legacy_vs_v1(a)]
-    tables += [learning_table(a), verdict_table(a), versus_table(a), go_no_go_table(a)]
+    tables += [harness_table(a, ruleset) for ruleset in a.rulesets]
+    tables += [training_cost_table(a), legacy_vs_v1(a), go_no_go_table(a)]
     for ruleset in a.rulesets:
         tables += [pass_k_table(a, ruleset), efficiency_table(a, ruleset), final_action_table(a, ruleset)]
         tables.append(parse_table(a, ruleset))

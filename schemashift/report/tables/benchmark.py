@@ -27,6 +27,7 @@ from schemashift.report.stats import (
     metric_stat,
     pass_k_stat,
     scenario_spread,
+    verdict,
 )
 from schemashift.report.tables.format import (
     MISSING,
@@ -35,7 +36,9 @@ from schemashift.report.tables.format import (
     Table,
     cell_text,
     column_title,
+    detectable_note,
     num,
+    signed,
     size_text,
     slug,
     stat_record,
@@ -63,7 +66,7 @@ def overview_tables(a: Analysis, ruleset: str) -> list[Table]:
         for subject in a.subjects(ruleset):
             stats = [a.stat(ruleset, subject, metric, c) for c in columns]
             if subject in ran:
-                rows.append([subject, *map(cell_text, stats)])
+                rows.append([a.shown(ruleset, subject), *map(cell_text, stats)])
             records += [
                 stat_record(s, ruleset=ruleset, subject=subject, column=c, metric=metric)
                 for c, s in zip(columns, stats, strict=True)
@@ -156,7 +159,8 @@ def baselines_table(a: Analysis, ruleset: str) -> Table:
         )
         stats = [a.stat(ruleset, subject, "score", c) for c in columns]
         success = a.stat(ruleset, subject, "success", OVERALL)
-        rows.append([subject, role, size_text(size, estimated), *map(cell_text, stats), cell_text(success)])
+        label = a.shown(ruleset, subject)
+        rows.append([label, role, size_text(size, estimated), *map(cell_text, stats), cell_text(success)])
         facts = {"ruleset": ruleset, "subject": subject, "role": role, "params_b": size}
         facts["params_estimated"] = estimated
         measured = [("score", c, stat) for c, stat in zip(columns, stats, strict=True)]
@@ -223,6 +227,7 @@ def harness_table(a: Analysis, ruleset: str) -> Table:
         {h for found in by_model.values() for h in found}, key=lambda h: (h != DEFAULT_HARNESS, h)
     )
     others = [h for h in harnesses if h != DEFAULT_HARNESS]
+    diffs = []
     columns = [f"{harness} {title}" for harness in harnesses for title in METRICS.values()]
     columns += [f"{harness} - {DEFAULT_HARNESS} {title}" for harness in others for title in METRICS.values()]
     rows, records = [], []
@@ -240,11 +245,12 @@ def harness_table(a: Analysis, ruleset: str) -> Table:
             for metric in METRICS:
                 both = harness in found and DEFAULT_HARNESS in found
                 stat = (
-                    a.paired(ruleset, found[harness], found[DEFAULT_HARNESS], metric)
+                    a.compared(ruleset, found[harness], found[DEFAULT_HARNESS], metric)
                     if both
                     else Stat(None, None, None, 0)
                 )
-                row.append(cell_text(stat) if both else NOT_PLAYED)
+                diffs.append(stat)
+                row.append(f"{signed(stat)}: {verdict(stat)}" if both else NOT_PLAYED)
                 records.append(
                     stat_record(
                         stat,
@@ -265,8 +271,9 @@ def harness_table(a: Analysis, ruleset: str) -> Table:
         "Overall cells as in the overview tables. A harness changes how a model is asked to act, not the "
         "episode: default writes each action as JSON in the model's text, tools offers the actions as "
         "functions of the API's own tool calling. Differences are paired by cell (scenario and "
-        f"seed, its samples averaged) over the cells both harnesses graded. {NOT_PLAYED}: the model "
-        "was not evaluated through that harness.",
+        f"seed, its samples averaged) over the cells both harnesses graded, Holm-adjusted over every "
+        f"harness comparison of the report. {NOT_PLAYED}: the model was not evaluated through that "
+        "harness. " + detectable_note(diffs),
     )
 
 
@@ -303,8 +310,9 @@ def pass_k_table(a: Analysis, ruleset: str) -> Table:
     scenarios = a.scenarios(ruleset)
     for subject in a.ran(ruleset):
         flag = a.provisional(ruleset, subject, scenarios)
-        stats = [pass_k_stat(a.rows(ruleset, subject), k, scenarios, flag) for k in PASS_K]
-        rows.append([subject, *map(cell_text, stats)])
+        vary = a.seeds_vary_task(ruleset)
+        stats = [pass_k_stat(a.rows(ruleset, subject), k, scenarios, flag, vary) for k in PASS_K]
+        rows.append([a.shown(ruleset, subject), *map(cell_text, stats)])
         records += [
             stat_record(s, ruleset=ruleset, subject=subject, k=k) for k, s in zip(PASS_K, stats, strict=True)
         ]
@@ -316,8 +324,8 @@ def pass_k_table(a: Analysis, ruleset: str) -> Table:
         rows,
         records,
         "Unbiased estimator per (scenario, seed) cell with n graded samples and c successes: "
-        "pass^k = C(c, k) / C(n, k); averaged over seeds, then scenarios, with the same intervals as "
-        "any metric (over the cells' estimates); n = cells. "
+        "pass^k = C(c, k) / C(n, k); averaged over seeds, then scenarios, with the same bounded "
+        "intervals as any [0, 1] metric (over the cells' estimates); n = cells. "
         f"{MISSING} where some cell has fewer than k samples.",
     )
 
@@ -630,7 +638,13 @@ def per_seed_tables(a: Analysis, ruleset: str) -> list[Table]:
                 if c in ("score", "success"):
                     means.append(cell_text(a.stat(ruleset, subject, c, column)))
                 else:
-                    stat = metric_stat(a.rows(ruleset, subject), c, a.groups(ruleset)[column])
+                    stat = metric_stat(
+                        a.rows(ruleset, subject),
+                        c,
+                        a.groups(ruleset)[column],
+                        False,
+                        a.seeds_vary_task(ruleset),
+                    )
                     means.append(num(stat.mean))
             rows.append([f"{column_title(column)} mean", "", "", *means, ""])
         out.append(

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import csv
 import io as _io
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from schemashift.report import ReportError
-from schemashift.report.analysis import TIER_PREFIX
+from schemashift.report.analysis import TIER_PREFIX, TRAINED_ON
 from schemashift.report.stats import LEVEL, Stat
 
 INDEX_FILE = "tables.json"
@@ -24,16 +25,24 @@ MISSING = "missing"
 #: a subject that is not evaluated on a ruleset at all (nothing was expected there)
 NOT_PLAYED = "not played"
 PROVISIONAL = "\u2020"
+SUMMARY_NOTE = (
+    "The answer first: each ruleset's overall results, the comparisons that carry a verdict and what "
+    "the results cannot support. Every other table (per scenario, per seed, efficiency, drifts, "
+    "examples...) is linked at the end as CSV and shown in report.html."
+)
 CELL_NOTE = (
-    f"Cells: mean [{LEVEL:.0%} interval] n=graded episodes. The question every interval answers: what "
+    f"Cells: mean [{LEVEL:.0%} interval] n=distinct episodes. The question every interval answers: what "
     "would this subject score on these scenarios (fixed: they are the benchmark) over all of their "
     "seeds? Only the seeds are a sample: a seed's samples are averaged first, tier and overall "
     "columns average the scenario means (each scenario weighs the same), and the interval comes "
-    "from the variation between seeds within each scenario: exact (Clopper-Pearson) bounds for "
-    "success rates of one episode per seed, a Student-t interval (Welch-Satterthwaite degrees of "
-    "freedom) otherwise. Where the seeds show no variation the cell says so instead of giving a "
-    "zero-width interval; that does not mean certainty. How much scenarios differ is shown apart "
-    "(scenario spread), and an interval over new scenarios only where there are enough of them. "
+    "from the seeds within each scenario. Success, score and pass^k lie in [0, 1] and get bounded "
+    "intervals (Clopper-Pearson on the effective number of seeds), which hold at these sizes, "
+    "also for 0/n and n/n; differences of them get Newcombe's square-and-add interval "
+    "(docs/report.md gives the coverage simulation). 'replays': the ruleset's seeds do not vary the "
+    "task (legacy) and every seed of each scenario replays the same episode, so n counts the distinct "
+    "episodes and no interval is given over copies. "
+    f"'{TRAINED_ON}': the subject (or the warm start of its model) was trained on the tasks it is "
+    "evaluated on; its numbers measure recall, not skill. "
     f"{MISSING}: no graded episode (for a tier or overall: some scenario of it has none), never 0. "
     f"{PROVISIONAL}: provisional, computed over incomplete coverage (missing or infra_error cells). "
     "infra_error episodes never enter a mean."
@@ -49,6 +58,8 @@ class Table:
     rows: list[list[str]]
     records: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""
+    #: shown in summary.md (the others only as their CSV, linked from it)
+    headline: bool = False
 
 
 # -- cell formatting -----------------------------------------------------------------------------
@@ -97,6 +108,31 @@ def signed(stat: Stat) -> str:
     return text if stat.p_value is None else f"{text} p={p_text(stat.p_value)}"
 
 
+def detectable_note(diffs: Sequence[Stat]) -> str:
+    """What the comparisons of a table could have found: the range of their minimum detectable
+    differences at 80% power, each at its Holm family's size (the family named)."""
+    present = [d for d in diffs if d.mean is not None]
+    found = [d.detectable for d in present if d.detectable is not None]
+    if not present:
+        return "No comparison here has results."
+    if not found:
+        return "Minimum detectable difference: none (no comparison here has an interval: replays)."
+    families = sorted({d.family for d in present if d.family})
+    where = f" (Holm family: {', '.join(families)})" if families else ""
+    return (
+        f"Minimum detectable difference at 80% power and this size{where}: {detectable_span(found)}. "
+        "A comparison that is not significant is 'not separable at this size', not a tie: a "
+        "difference below its detectable one would mostly go unseen."
+    )
+
+
+def detectable_span(found: Sequence[float]) -> str:
+    """`0.41` or `0.39 to 0.46`; above 1 a difference of [0, 1] means cannot reach it."""
+    low, high = min(found), max(found)
+    span = f"{low:.2f}" if round(low, 2) == round(high, 2) else f"{low:.2f} to {high:.2f}"
+    return span + (" (above 1: no difference of [0, 1] means can reach it)" if high > 1 else "")
+
+
 def p_text(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
@@ -130,16 +166,18 @@ def write(tables: Sequence[Table], out_dir: str | Path, summary: str | Path | No
     io.write_json(out / INDEX_FILE, [asdict(t) for t in tables])
     written.append(out / INDEX_FILE)
     path = Path(summary) if summary is not None else out / SUMMARY_FILE
-    text = markdown(tables)
+    text = markdown(tables, Path(os.path.relpath(out.resolve(), path.parent.resolve())).as_posix())
     io.atomic_write(path, lambda f: f.write(text.encode("utf-8")))
     written.append(path)
     return written
 
 
-def markdown(tables: Sequence[Table]) -> str:
-    lines = ["# SchemaShift results", "", CELL_NOTE, ""]
+def markdown(tables: Sequence[Table], link: str = ".") -> str:
+    """summary.md: the headline tables (the answer, the verdicts, what cannot be concluded), then a
+    link to every table's CSV, `link` the folder of the CSVs relative to summary.md."""
+    lines = ["# SchemaShift results", "", SUMMARY_NOTE, "", CELL_NOTE, ""]
     section = None
-    for table in tables:
+    for table in (t for t in tables if t.headline):
         if table.section != section:
             section = table.section
             lines += [f"## {section}", ""]
@@ -147,7 +185,9 @@ def markdown(tables: Sequence[Table]) -> str:
         if table.note:
             lines += [table.note, ""]
         lines += [markdown_table(table.header, table.rows) if table.rows else "(nothing to show)", ""]
-    return "\n".join(lines)
+    lines += ["## Every table", "", "Each table in full, as CSV (report.html shows them all):", ""]
+    lines += [f"- {t.section}: [{t.title}]({link}/{t.key}.csv)" for t in tables]
+    return "\n".join([*lines, ""])
 
 
 def to_csv(records: Sequence[Mapping[str, Any]]) -> str:

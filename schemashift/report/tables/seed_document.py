@@ -7,9 +7,25 @@ import json
 from typing import Any
 
 from schemashift.report import published
-from schemashift.report.analysis import METRICS, OVERALL, SEED_METRICS, TIER_PREFIX, Analysis, published_stat
-from schemashift.report.stats import Stat, adjust, metric_stat, verdict
-from schemashift.report.tables.format import MISSING, Table, cell_text, num, signed, stat_record
+from schemashift.report.analysis import (
+    METRICS,
+    OVERALL,
+    SEED_METRICS,
+    TIER_PREFIX,
+    TRAINED_ON,
+    Analysis,
+    published_stat,
+)
+from schemashift.report.stats import Stat, metric_stat, verdict
+from schemashift.report.tables.format import (
+    MISSING,
+    Table,
+    cell_text,
+    detectable_note,
+    num,
+    signed,
+    stat_record,
+)
 
 SEED_GO_STEPS = (1, 2, 3, 4, 5, 10, 15, 20)
 #: the go/no-go checks (schemashift.lineage's names) -> their columns in go_no_go.csv
@@ -38,7 +54,7 @@ def _tier_check(a: Analysis, ruleset: str, subject: str, run) -> dict[str, Any]:
     rows = a.rows(ruleset, subject)
     per_seed = []
     for _seed, part in rows.groupby("seed"):
-        stat = metric_stat(part, shaped_col, a.scenarios(ruleset))
+        stat = metric_stat(part, shaped_col, a.scenarios(ruleset), seeds_vary_task=a.seeds_vary_task(ruleset))
         per_seed.append(stat.mean)
     positive = sum(1 for s in binary.values() if s.mean is not None and s.mean > 0)
     splits = set(rows["split"].dropna())
@@ -101,9 +117,11 @@ def verdict_table(a: Analysis) -> Table:
             elif met:
                 by_bounds = f"; Tier {max(confirmed)} by the bounds" if confirmed else ""
                 tier += f" (point estimates only{by_bounds})"
+            if a.trained_on(ruleset, trained):
+                tier += f"; {TRAINED_ON}: recall, not skill"
             rows.append(
                 [
-                    run.name,
+                    a.shown(ruleset, trained).replace(trained, run.name),
                     ruleset,
                     f"{check['shaped_column']} / {check['binary_column']}",
                     cell_text(check["shaped"]),
@@ -172,17 +190,26 @@ def versus_table(a: Analysis) -> Table:
     metrics (Holm over the table), and on legacy against the original training log's published row
     (docs/original-training-log.md)."""
     tested = [
-        (run, ruleset, baseline, metric, a.paired(ruleset, run.trained_subject, baseline, metric))
+        (run, ruleset, baseline, metric, a.compared(ruleset, run.trained_subject, baseline, metric))
         for run in a.runs.values()
         for ruleset in a.run_rulesets(run)
         for baseline in a.subjects(ruleset)
         if a.kinds.get(baseline) in ("model", "base")
         for metric in METRICS
     ]
-    diffs = adjust([t[-1] for t in tested])
     rows, records = [], []
-    for (run, ruleset, baseline, metric, _), diff in zip(tested, diffs, strict=True):
-        rows.append([run.name, ruleset, baseline, metric, signed(diff), verdict(diff)])
+    for run, ruleset, baseline, metric, diff in tested:
+        trained = a.shown(ruleset, run.trained_subject).removeprefix(run.trained_subject).strip()
+        rows.append(
+            [
+                f"{run.name} {trained}".strip(),
+                ruleset,
+                a.shown(ruleset, baseline),
+                metric,
+                signed(diff),
+                verdict(diff),
+            ]
+        )
         records.append(
             stat_record(
                 diff, run=run.name, ruleset=ruleset, baseline=baseline, metric=metric, verdict=verdict(diff)
@@ -222,9 +249,13 @@ def versus_table(a: Analysis) -> Table:
         ["run", "ruleset", "baseline", "metric", "difference (trained - baseline)", "verdict"],
         rows,
         records,
-        "Paired differences on the (scenario, seed) cells both evaluated, with a stratified t interval "
-        "and a two-sided p-value; p_holm is Holm-adjusted over every paired comparison of this table, "
-        "and beats / loses need p_holm < 0.05 (ties otherwise). Published rows are not paired and carry "
+        "Paired differences on the (scenario, seed) cells both evaluated, with their 95% interval "
+        "and a two-sided p-value; p_holm is Holm-adjusted within the comparison's question: against "
+        "the run's own step 0 with every checkpoint against its step 0 (as in Table A and the "
+        "learning curves), against any other model or base model with the others of this table. "
+        "beats / loses need p_holm < 0.05; otherwise the row is not separable at this size. "
+        + detectable_note([t[-1] for t in tested])
+        + " Published rows are not paired and carry "
         "no interval or seed count: the reading says only where the trained interval lies relative to "
         "the published point value.",
     )

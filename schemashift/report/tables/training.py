@@ -5,13 +5,22 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from schemashift.report.analysis import METRICS, OVERALL, Analysis, ablation_groups, repeat_groups, smoothed
-from schemashift.report.stats import MISSING_STAT, Stat, adjust, repeats_stat, standard_error, verdict
+from schemashift.report.analysis import (
+    METRICS,
+    OVERALL,
+    TRAINED_ON,
+    Analysis,
+    ablation_groups,
+    repeat_groups,
+    smoothed,
+)
+from schemashift.report.stats import MISSING_STAT, Stat, repeats_stat, standard_error, verdict
 from schemashift.report.tables.format import (
     MISSING,
     Table,
     cell_text,
     column_title,
+    detectable_note,
     num,
     signed,
     size_text,
@@ -36,12 +45,13 @@ def untrained_vs_trained_tables(a: Analysis) -> list[Table]:
                 continue  # both sides expected and never run: the overview's not-run line says why
             columns = list(a.groups(ruleset))
             rows, records = [], []
-            tested = [
-                (metric, c, a.paired(ruleset, trained, base, metric, c) if trained and base else MISSING_STAT)
+            diffs = {
+                (metric, c): a.compared(ruleset, trained, base, metric, c)
+                if trained and base
+                else MISSING_STAT
                 for metric in METRICS
                 for c in columns
-            ]
-            diffs = dict(zip([(m, c) for m, c, _ in tested], adjust([d for _, _, d in tested]), strict=True))
+            }
             for metric, title in METRICS.items():
                 for role, subject in (
                     ("untrained (step 0)", base),
@@ -51,7 +61,7 @@ def untrained_vs_trained_tables(a: Analysis) -> list[Table]:
                         a.stat(ruleset, subject, metric, c) if subject else Stat(None, None, None, 0)
                         for c in columns
                     ]
-                    rows.append([title, f"{role}: {subject or MISSING}", *map(cell_text, stats)])
+                    rows.append([title, f"{role}: {a.shown(ruleset, subject)}", *map(cell_text, stats)])
                     records += [
                         stat_record(
                             s,
@@ -82,9 +92,11 @@ def untrained_vs_trained_tables(a: Analysis) -> list[Table]:
                     records,
                     "Trained = the run's report_step (default: its last checkpoint), never the best one on "
                     "the test set. Paired differences use the (scenario, seed) cells both evaluated "
-                    "(n = pairs), with a stratified t interval over the seeds; p_holm: two-sided p-value "
-                    "against no difference, Holm-adjusted over every difference of this table. One "
-                    "training run: the differences measure evaluation noise, not training randomness.",
+                    "(n = pairs); p_holm: two-sided p-value against no difference, Holm-adjusted within "
+                    "its question (overall: every checkpoint against its step 0; scenario and tier "
+                    "columns: every trained checkpoint's columns). One training run: the differences "
+                    "measure evaluation noise, not training randomness. "
+                    + detectable_note(list(diffs.values())),
                 )
             )
     return out
@@ -92,14 +104,13 @@ def untrained_vs_trained_tables(a: Analysis) -> list[Table]:
 
 def _ablation_diffs(a: Analysis, vary: str) -> dict[str, Stat]:
     """Each non-first run of an ablation group against its group's first run (overall score),
-    Holm-adjusted over the table."""
-    pairs = [
-        (run.name, a.paired(run.ruleset, run.trained_subject, group[0].trained_subject, "score"))
+    Holm-adjusted within the ablation's family."""
+    return {
+        run.name: a.compared(run.ruleset, run.trained_subject, group[0].trained_subject, "score")
         for group in ablation_groups(a, vary)
         for run in group[1:]
         if run.ruleset in a.rulesets
-    ]
-    return dict(zip([n for n, _ in pairs], adjust([d for _, d in pairs]), strict=True))
+    }
 
 
 def _ablation_table(a: Analysis, vary: str, key: str, section: str, title: str) -> Table:
@@ -179,8 +190,10 @@ def _ablation_table(a: Analysis, vary: str, key: str, section: str, title: str) 
         records,
         "Groups: runs on the same ruleset that differ only in "
         f"{'the reward' if vary == 'reward' else 'the base model'}. Versus: paired difference to the group's "
-        "first run on shared cells, beats/ties/loses by its Holm-adjusted p-value (over this table) at "
-        "0.05. Each arm is one training run (a run's first repeat; the training repeats table pools the "
+        "first run on shared cells, beats / loses by its Holm-adjusted p-value (over this ablation) at "
+        "0.05, otherwise not separable at this size. "
+        + detectable_note(list(diffs.values()))
+        + " Each arm is one training run (a run's first repeat; the training repeats table pools the "
         "others): a difference is a single-run observation about these runs, not about the training "
         "method (training randomness is not in its interval). Convergence step: "
         "first step where the smoothed training reward covers 90% of the way from its first value to "
@@ -360,13 +373,12 @@ def learning_table(a: Analysis) -> Table:
         for ruleset in a.run_rulesets(run)
         for step, subject in a.checkpoints(run)
     ]
-    tested = [
-        ((run.name, ruleset, step, metric), a.paired(ruleset, subject, base, metric))
+    diffs = {
+        (run.name, ruleset, step, metric): a.compared(ruleset, subject, base, metric)
         for run, ruleset, step, subject, base in points
         if subject is not None and step and base
         for metric in ("score", "success")
-    ]
-    diffs = dict(zip([k for k, _ in tested], adjust([d for _, d in tested]), strict=True))
+    }
     ran = {ruleset: set(a.ran(ruleset)) for ruleset in a.rulesets}
     for run, ruleset, step, subject, _base in points:
         if subject is None:
@@ -381,7 +393,7 @@ def learning_table(a: Analysis) -> Table:
                 [
                     run.name,
                     ruleset,
-                    str(step),
+                    f"{step} ({TRAINED_ON})" if a.trained_on(ruleset, subject) else str(step),
                     cell_text(score),
                     cell_text(success),
                     signed(dscore) if dscore else "",
@@ -397,7 +409,9 @@ def learning_table(a: Analysis) -> Table:
                     "diff_vs_step0": diff.mean if diff else None,
                     "diff_ci_low": diff.ci_low if diff else None,
                     "diff_ci_high": diff.ci_high if diff else None,
+                    "diff_p_value": diff.p_value if diff else None,
                     "diff_p_holm": diff.p_adjusted if diff else None,
+                    "diff_detectable": diff.detectable if diff else None,
                     "pairs": diff.n if diff else None,
                 }
             )
@@ -420,7 +434,9 @@ def learning_table(a: Analysis) -> Table:
             [
                 "Step 0 is the shared untrained base model's evaluation (one evaluation, shown in every "
                 "run that uses it). Differences are paired on the (scenario, seed) cells both evaluated "
-                "(n = pairs); p_holm is Holm-adjusted over every difference of this table.",
+                "(n = pairs); p_holm is Holm-adjusted over every checkpoint against its step 0 (one "
+                "question: the same adjusted p-value as in Table A).",
+                detectable_note(list(diffs.values())),
                 *(
                     f"{ruleset}: {line}."
                     for ruleset in a.rulesets
