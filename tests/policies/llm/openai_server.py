@@ -7,7 +7,9 @@ text, or a dict that is the assistant message's fields (`tool_calls` for a nativ
 the usage counts are whitespace tokens of the prompt and the reply. Behaviour is scripted per
 request with a queue of `Step`s (status, Retry-After, delay, body) consumed in arrival order;
 when the queue is empty every request succeeds. It records every request (path, headers, JSON
-body, arrival time) and the maximum number of requests in flight at once.
+body, arrival time), the maximum number of requests in flight at once, and when a client closed
+the connection of a request it was still waiting for (`left`: a delayed request is then never
+answered, as a server that cancels abandoned work would do).
 
 Run as a script it serves until interrupted and prints its base URL, for trying a client by hand:
 `python tests/policies/llm/openai_server.py`.
@@ -16,6 +18,8 @@ Run as a script it serves until interrupted and prints its base URL, for trying 
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
 import time
 from collections import deque
@@ -66,6 +70,7 @@ class OpenAIServer:
         self.api_key = api_key  # when set, requests without this Bearer key get 401
         self.requests: list[Recorded] = []
         self.max_in_flight = 0
+        self.left: list[float] = []  # when clients closed connections of unanswered requests
         self._in_flight = 0
         self._script: deque[Step] = deque()
         self._lock = threading.Lock()
@@ -130,14 +135,25 @@ class OpenAIServer:
                     server._in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server._in_flight)
                 try:
-                    if step.delay_s:
-                        time.sleep(step.delay_s)
+                    if step.delay_s and self._client_leaves_within(step.delay_s):
+                        with server._lock:
+                            server.left.append(time.monotonic())
+                        return
                     self._answer(step, body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
                 finally:
                     with server._lock:
                         server._in_flight -= 1
+
+            def _client_leaves_within(self, seconds: float) -> bool:
+                """Wait `seconds`, or less if the client closes the connection (True then)."""
+                deadline = time.monotonic() + seconds
+                while (left := deadline - time.monotonic()) > 0:
+                    readable, _, _ = select.select([self.connection], [], [], left)
+                    if readable and self.connection.recv(1, socket.MSG_PEEK) == b"":
+                        return True
+                return False
 
             def _answer(self, step: Step, body: dict | None) -> None:
                 headers = dict(step.headers)
