@@ -437,7 +437,7 @@ class ChatClient:
                     outcomes.append(future.result())
                 except ApiError as error:
                     outcomes.append(error)
-        except BaseException:
+        except (KeyboardInterrupt, SystemExit):  # interrupted: cancel, rather than wait for, the rest
             self.close()
             raise
         finally:
