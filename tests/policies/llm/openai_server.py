@@ -134,6 +134,7 @@ class OpenAIServer:
                     step = server._script.popleft() if server._script else Step()
                     server._in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server._in_flight)
+                self._counted = True
                 try:
                     if step.delay_s and self._client_leaves_within(step.delay_s):
                         with server._lock:
@@ -143,6 +144,13 @@ class OpenAIServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
                 finally:
+                    self._leave()
+
+            def _leave(self) -> None:
+                """The request is no longer in flight: counted off before its answer is written,
+                since a client may send its next request as soon as it has read the answer."""
+                if getattr(self, "_counted", False):
+                    self._counted = False
                     with server._lock:
                         server._in_flight -= 1
 
@@ -208,6 +216,7 @@ class OpenAIServer:
 
             def _send(self, status: int, payload: dict | str, headers: dict[str, str] | None = None) -> None:
                 data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+                self._leave()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
