@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -31,7 +32,15 @@ import pytest
 from schemashift.cli import main
 from schemashift.policies.llm import api_client
 
-pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [
+    pytest.mark.model,
+    pytest.mark.slow,
+    pytest.mark.timeout(1200),
+    pytest.mark.skipif(
+        importlib.util.find_spec("openai") is None,
+        reason="transformers serve needs the openai package (the dev extra)",
+    ),
+]
 
 SEEDS = (10000, 10001, 10002)
 MAX_NEW_TOKENS = 64
@@ -100,7 +109,6 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def server(served_model: Path, tmp_path_factory: pytest.TempPathFactory):
     """`transformers serve` on 127.0.0.1, offline, the model preloaded; its base URL."""
-    pytest.importorskip("openai", reason="transformers serve needs the openai package (the dev extra)")
     port = free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
