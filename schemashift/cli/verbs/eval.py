@@ -81,6 +81,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="openai: seconds one request may take before its connection is closed (default: 60)",
     )
+    model.add_argument(
+        "--stream",
+        action="store_true",
+        default=None,
+        help="openai: read answers as they are generated, so that a server such as transformers serve "
+        "stops generating an abandoned one",
+    )
 
 
 def _options(args: argparse.Namespace) -> dict:
@@ -91,9 +98,8 @@ def _options(args: argparse.Namespace) -> dict:
         names = {"max_new_tokens": "max_new_tokens", "dtype": "dtype", "device": "device"}
     else:
         names = {"max_new_tokens": "max_tokens", "base_url": "base_url", "api_key_env": "api_key_env"}
-        names.update(
-            max_concurrency="max_concurrency", max_retries="max_retries", request_timeout="timeout_s"
-        )
+        names.update(max_concurrency="max_concurrency", max_retries="max_retries")
+        names.update(request_timeout="timeout_s", stream="stream")
     names.update(temperature="temperature", top_p="top_p", seed="seed")
     for attribute, option in names.items():
         value = getattr(args, attribute)

@@ -11,7 +11,9 @@ against a shared, rate-limited endpoint needs:
 - requests that are given up are cancelled the only way HTTP allows, by closing their
   connection: an attempt past its timeout, and every request in flight when `close()` is called
   or `complete_many` is interrupted (Ctrl-C), so no abandoned request keeps a server busy on our
-  account where the server stops work for a client that left;
+  account where the server stops work for a client that left (with `stream=True` the answer is
+  read as server-sent events: `transformers serve` stops generating only for a streamed request
+  whose client left);
 - `ApiError` with the status and the server's own message on any other 4xx and after the last
   retry;
 - the key read from the environment variable named by `api_key_env` and sent only as a Bearer
@@ -29,6 +31,7 @@ import os
 import random
 import socket
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -204,6 +207,7 @@ class ChatClient:
         max_concurrency: int = 4,
         timeout_s: float = 60.0,
         max_retries: int = 5,
+        stream: bool = False,
         backoff_s: float = 0.5,
         max_backoff_s: float = 30.0,
     ):
@@ -225,6 +229,7 @@ class ChatClient:
         self.max_retries = max_retries
         self.backoff_s = float(backoff_s)
         self.max_backoff_s = float(max_backoff_s)
+        self.stream = bool(stream)
         self._key = None
         if api_key_env is not None:
             key = os.environ.get(api_key_env, "").strip()
@@ -254,6 +259,7 @@ class ChatClient:
             "timeout_s": self.timeout_s,
             "max_retries": self.max_retries,
             "max_concurrency": self.max_concurrency,
+            "stream": self.stream,
         }
 
     def close(self) -> None:
@@ -312,8 +318,10 @@ class ChatClient:
             "max_tokens": max_tokens,
             "temperature": float(temperature),
             "top_p": float(top_p),
-            "stream": False,
+            "stream": self.stream,
         }
+        if self.stream:  # OpenAI sends usage in a stream only when asked
+            body["stream_options"] = {"include_usage": True}
         if seed is not None:
             body["seed"] = int(seed)
         if stop:
@@ -364,8 +372,11 @@ class ChatClient:
         request = urllib.request.Request(self.url, data=payload, headers=headers, method="POST")
         with self._slots:
             self._mine.connections = []
+            deadline = time.monotonic() + self.timeout_s
             try:
                 with self._opener.open(request, timeout=self.timeout_s) as response:
+                    if self.stream:
+                        return self._read_stream(response, deadline)
                     status, raw = response.status, response.read()
             except urllib.error.HTTPError as error:
                 with error:
@@ -391,6 +402,60 @@ class ChatClient:
                 with self._open_lock:
                     self._open.difference_update(self._mine.connections)
         return self._parse(status, raw)
+
+    def _read_stream(self, response, deadline: float) -> Completion:
+        """A streamed answer: content deltas joined, tool call deltas joined by index, usage from
+        the chunk that carries it; the whole stream must arrive within the timeout."""
+        text, calls, usage, finished = [], {}, {}, False
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            connection = self._mine.connections[-1]
+            if connection.sock is not None:
+                connection.sock.settimeout(left)
+            line = response.readline()
+            if not line:
+                break
+            data = line.decode("utf-8", errors="replace").strip()
+            if not data.startswith("data:"):
+                continue
+            data = data[len("data:") :].strip()
+            if data == "[DONE]":
+                finished = True
+                break
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                snippet = self._scrub(data[:200])
+                raise ApiError(
+                    f"{self.model} at {self.base_url}: a streamed chunk is not JSON: {snippet!r}"
+                ) from None
+            if chunk.get("error"):
+                raise _Retryable(f"stream error: {self._scrub(_error_message(data.encode()))}")
+            usage = chunk.get("usage") or usage
+            for choice in chunk.get("choices") or []:
+                finished = finished or bool(choice.get("finish_reason"))
+                delta = choice.get("delta") or {}
+                if isinstance(delta.get("content"), str):
+                    text.append(delta["content"])
+                for call in delta.get("tool_calls") or []:
+                    slot = calls.setdefault(call.get("index", len(calls)), {"name": "", "arguments": ""})
+                    function = call.get("function") or {}
+                    slot["name"] = slot["name"] or function.get("name") or ""
+                    arguments = function.get("arguments")
+                    if arguments is not None:
+                        slot["arguments"] += (
+                            arguments if isinstance(arguments, str) else json.dumps(arguments)
+                        )
+        if not finished:
+            raise _Retryable("the stream ended before the answer did")
+        message = {"content": "".join(text), "tool_calls": [{"function": calls[k]} for k in sorted(calls)]}
+        return Completion(
+            text=_text_of(message),
+            tokens_in=int(usage.get("prompt_tokens") or 0),
+            tokens_out=int(usage.get("completion_tokens") or 0),
+        )
 
     def _parse(self, status: int, raw: bytes) -> Completion:
         try:

@@ -307,7 +307,7 @@ class ApiModel:
 # -- factories for the policy registry ---------------------------------------------------------------
 
 _HF_OPTIONS = {"device", "dtype", "max_new_tokens", "temperature", "top_p", "seed"}
-_CLIENT_OPTIONS = ("max_concurrency", "timeout_s", "max_retries")
+_CLIENT_OPTIONS = ("max_concurrency", "timeout_s", "max_retries", "stream")
 _API_OPTIONS = {"base_url", "api_key_env", *_CLIENT_OPTIONS, "max_tokens", "temperature", "top_p", "seed"}
 _COMMON = {"harness", "cache", "max_prompt_tokens"}
 

@@ -189,6 +189,12 @@ class OpenAIServer:
                 message = {"role": "assistant", **reply} if isinstance(reply, dict) else None
                 text = json.dumps(reply) if message else reply
                 prompt = " ".join(str(m.get("content", "")) for m in body["messages"])
+                usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split())}
+                if body.get("stream"):
+                    wanted = (body.get("stream_options") or {}).get("include_usage")
+                    return self._stream(
+                        message or {"content": text}, usage if server.usage and wanted else None
+                    )
                 return self._send(
                     200,
                     {
@@ -213,6 +219,32 @@ class OpenAIServer:
                     },
                     headers,
                 )
+
+            def _stream(self, message: dict, usage: dict | None) -> None:
+                """The answer as OpenAI streams it: server-sent events of deltas (the content in
+                two pieces, each call's name first and its arguments in two pieces), then a chunk
+                with the finish reason, one with the usage when asked for, and [DONE]."""
+                content = message.get("content") or ""
+                deltas = [{"role": "assistant"}, {"content": content[:5]}, {"content": content[5:]}]
+                for index, call in enumerate(message.get("tool_calls") or []):
+                    arguments = call["function"]["arguments"]
+                    deltas.append(
+                        {"tool_calls": [{"index": index, "function": {"name": call["function"]["name"]}}]}
+                    )
+                    for piece in (arguments[:3], arguments[3:]):
+                        deltas.append({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                chunks = [{"choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+                chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+                if usage is not None:
+                    chunks.append({"choices": [], "usage": usage})
+                self._leave()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                events = [f"data: {json.dumps(chunk)}\n\n" for chunk in chunks] + ["data: [DONE]\n\n"]
+                self.wfile.write("".join(events).encode())
+                self.close_connection = True
 
             def _send(self, status: int, payload: dict | str, headers: dict[str, str] | None = None) -> None:
                 data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()

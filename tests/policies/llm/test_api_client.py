@@ -95,6 +95,29 @@ def test_query_is_sent_but_left_out_of_identity(server):
     assert c.identity() == {"api": "openai-chat", "model": "m", "base_url": server.base_url}
 
 
+@pytest.mark.parametrize(
+    "reply",
+    [
+        lambda body: "a plain answer of several words",
+        lambda body: {
+            "content": "Calling now.",
+            "tool_calls": [
+                {"type": "function", "function": {"name": "mail__list", "arguments": '{"folder": "inbox"}'}},
+                {"type": "function", "function": {"name": "complete_task", "arguments": '{"summary": "ok"}'}},
+            ],
+        },
+    ],
+    ids=["text", "tool calls"],
+)
+def test_a_streamed_answer_is_the_answer(reply):
+    with OpenAIServer(reply) as running:
+        plain = client(running).complete(MESSAGES, max_tokens=16)
+        streamed = client(running, stream=True).complete(MESSAGES, max_tokens=16)
+        sent = running.chat_requests()[-1].body
+    assert streamed == plain and plain.tokens_in > 0
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+
+
 def test_tool_calls_become_tool_call_tags(server):
     server.script(
         Step(
@@ -240,11 +263,12 @@ def wait_for(condition, seconds: float = 5.0) -> bool:
 
 
 @pytest.mark.timeout(30)
-def test_a_request_past_its_timeout_has_its_connection_closed(server):
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_request_past_its_timeout_has_its_connection_closed(server, stream):
     server.script(Step(delay_s=10.0))
     started = time.monotonic()
     with pytest.raises(ApiError, match="no answer within 0.3 s"):
-        client(server, timeout_s=0.3, max_retries=0).complete(MESSAGES, max_tokens=4)
+        client(server, timeout_s=0.3, max_retries=0, stream=stream).complete(MESSAGES, max_tokens=4)
     # the server sees the client leave while it still works on the answer, not 10 s later
     assert wait_for(lambda: len(server.left) == 1, 2.0)
     assert server.left[0] - started < 2.0
@@ -294,7 +318,7 @@ def test_an_interrupted_complete_many_cancels_its_requests(server):
 
 def test_settings_are_what_the_client_applies(server):
     settings = client(server, timeout_s=7.5, max_retries=1, max_concurrency=2).settings()
-    assert settings == {"timeout_s": 7.5, "max_retries": 1, "max_concurrency": 2}
+    assert settings == {"timeout_s": 7.5, "max_retries": 1, "max_concurrency": 2, "stream": False}
 
 
 @pytest.mark.timeout(30)

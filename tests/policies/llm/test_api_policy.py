@@ -92,7 +92,8 @@ def test_requests_of_a_round_run_concurrently_under_the_cap(server: OpenAIServer
 def test_closing_the_policy_cancels_its_requests_in_flight(server: OpenAIServer) -> None:
     server.script(Step(delay_s=10.0))
     policy = api_policy(server, timeout_s=30)
-    assert policy.request_settings() == {"timeout_s": 30.0, "max_retries": 5, "max_concurrency": 4}
+    settings = {"timeout_s": 30.0, "max_retries": 5, "max_concurrency": 4, "stream": False}
+    assert policy.request_settings() == settings
     results: list = []
     worker = threading.Thread(
         target=lambda: results.extend(run_sweep(InProcessBackend(), policy, CELLS[:1], context(policy)))

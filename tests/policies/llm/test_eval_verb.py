@@ -101,12 +101,26 @@ def test_a_slow_server_is_resumed_with_a_longer_timeout_and_each_invocation_reco
         (row,) = episodes(tmp_path)
         assert row["status"] == "infra_error" and "no answer within 0.3 s" in row["error"]
         server.script(Step(delay_s=0.5))
-        assert main([*args, "--request-timeout", "5", "--batch-size", "2"]) == 0
+        assert main([*args, "--request-timeout", "5", "--batch-size", "2", "--stream"]) == 0
     assert [row["status"] for row in episodes(tmp_path)] == ["graded"]
     applied = json.loads((tmp_path / "eval.json").read_text())["applied"]
     assert [{k: v for k, v in entry.items() if k != "at"} for entry in applied] == [
-        {"cells": 1, "batch_size": 32, "timeout_s": 0.3, "max_retries": 0, "max_concurrency": 1},
-        {"cells": 1, "batch_size": 2, "timeout_s": 5.0, "max_retries": 5, "max_concurrency": 4},
+        {
+            "cells": 1,
+            "batch_size": 32,
+            "timeout_s": 0.3,
+            "max_retries": 0,
+            "max_concurrency": 1,
+            "stream": False,
+        },
+        {
+            "cells": 1,
+            "batch_size": 2,
+            "timeout_s": 5.0,
+            "max_retries": 5,
+            "max_concurrency": 4,
+            "stream": True,
+        },
     ]
 
 

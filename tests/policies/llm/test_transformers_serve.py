@@ -151,42 +151,46 @@ def evaluate(policy: str, harness: str, out: Path, *options: str) -> tuple[list[
 def test_a_served_model_plays_as_the_same_model_in_process(
     harness: str, served_model: Path, server: str, tmp_path: Path, monkeypatch
 ) -> None:
+    """Non-streamed and streamed (`--stream`, whose abandoned requests the server stops)."""
     received: list[dict] = []
     text_of = api_client._text_of
     monkeypatch.setattr(api_client, "_text_of", lambda message: received.append(message) or text_of(message))
     started = time.monotonic()
     local, local_steps = evaluate(f"hf:{served_model}", harness, tmp_path / "hf", "--dtype", "float64")
-    local_s = time.monotonic() - started
-    api, api_steps = evaluate(
-        f"openai:{served_model}",
-        harness,
-        tmp_path / "api",
-        *("--base-url", server, "--request-timeout", "600", "--max-concurrency", "1"),
-    )
-    print(f"\n{harness}: hf {local_s:.1f} s, openai {time.monotonic() - started - local_s:.1f} s")
-    print("cell | hf success, score, actions | openai success, score, actions")
-    for a, b in zip(local, api, strict=True):
-        print(
-            f"customer_lookup/{a['seed']} | {a['success']}, {a['score']:.4f}, {a['steps']} | "
-            f"{b['success']}, {b['score']:.4f}, {b['steps']}"
+    print(f"\n{harness}: hf {time.monotonic() - started:.1f} s")
+    for stream in ([], ["--stream"]):
+        received.clear()
+        started = time.monotonic()
+        api, api_steps = evaluate(
+            f"openai:{served_model}",
+            harness,
+            tmp_path / f"api{len(stream)}",
+            *("--base-url", server, "--request-timeout", "600", "--max-concurrency", "1", *stream),
         )
-    assert [r["status"] for r in api] == ["graded"] * len(SEEDS)
-    assert any(r["success"] for r in api), "the warm-started copy solves its own seeds"
-    assert [{k: v for k, v in r.items() if k not in IDENTITY} for r in api] == [
-        {k: v for k, v in r.items() if k not in IDENTITY} for r in local
-    ]
-    for a, b in zip(local_steps, api_steps, strict=True):
-        assert [s["action"] for s in a["steps"]] == [s["action"] for s in b["steps"]]
-        assert [s.get("text") for s in a["steps"]] == [s.get("text") for s in b["steps"]]
-    # one answer per model turn; the tools harness's calls arrive as structured tool_calls
-    steps = sum(r["steps"] for r in api)
-    if harness == "tools":  # a turn may hold several calls
-        assert 0 < len(received) <= steps
-        assert all(m.get("tool_calls") for m in received)
-        assert not any("<tool_call>" in (m.get("content") or "") for m in received)
-        assert {c["function"]["name"] for m in received for c in m["tool_calls"]} >= {
-            "crm__update_contact",
-            "complete_task",
-        }
-    else:
-        assert len(received) == steps and not any(m.get("tool_calls") for m in received)
+        print(f"{harness}: openai {' '.join(stream)} {time.monotonic() - started:.1f} s")
+        print("cell | hf success, score, actions | openai success, score, actions")
+        for a, b in zip(local, api, strict=True):
+            print(
+                f"customer_lookup/{a['seed']} | {a['success']}, {a['score']:.4f}, {a['steps']} | "
+                f"{b['success']}, {b['score']:.4f}, {b['steps']}"
+            )
+        assert [r["status"] for r in api] == ["graded"] * len(SEEDS)
+        assert any(r["success"] for r in api), "the warm-started copy solves its own seeds"
+        assert [{k: v for k, v in r.items() if k not in IDENTITY} for r in api] == [
+            {k: v for k, v in r.items() if k not in IDENTITY} for r in local
+        ]
+        for a, b in zip(local_steps, api_steps, strict=True):
+            assert [s["action"] for s in a["steps"]] == [s["action"] for s in b["steps"]]
+            assert [s.get("text") for s in a["steps"]] == [s.get("text") for s in b["steps"]]
+        # one answer per model turn; the tools harness's calls arrive as structured tool_calls
+        steps = sum(r["steps"] for r in api)
+        if harness == "tools":  # a turn may hold several calls
+            assert 0 < len(received) <= steps
+            assert all(m.get("tool_calls") for m in received)
+            assert not any("<tool_call>" in (m.get("content") or "") for m in received)
+            assert {c["function"]["name"] for m in received for c in m["tool_calls"]} >= {
+                "crm__update_contact",
+                "complete_task",
+            }
+        else:
+            assert len(received) == steps and not any(m.get("tool_calls") for m in received)
