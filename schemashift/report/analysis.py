@@ -486,6 +486,12 @@ class Analysis:
         entry = self.model_entry(subject)
         return None if entry is None else entry.get("params_b")
 
+    def price(self, subject: str) -> Mapping[str, float] | None:
+        """The price of a subject's model (`models.<name>.price`): USD per million input and
+        output tokens, or per GPU hour; None where the config gives none."""
+        entry = self.model_entry(subject)
+        return None if entry is None else entry.get("price")
+
     def params_estimated(self, subject: str) -> bool:
         """Whether that count is an estimate (`models.<name>.params_estimated`), not a published one."""
         entry = self.model_entry(subject)

@@ -63,6 +63,15 @@ class ResumableSweep:
         io.write_json(path, pinned)
         return pinned
 
+    def note_applied(self, applied: dict[str, Any]) -> None:
+        """Append what one invocation applied to the pin's `applied` list: settings that may
+        change between resumes (a longer timeout for a slow server) without changing the
+        configuration, so each is recorded as it was used rather than pinned."""
+        path = self.out / self.pin_name
+        pinned = json.loads(path.read_text())
+        pinned.setdefault("applied", []).append(applied)
+        io.write_json(path, pinned)
+
     def remove_leftovers(self) -> None:
         """The temporary files a killed sweep left: of the result set, the pin and the cells."""
         resultset.clean(self.out)

@@ -339,12 +339,19 @@ class Plan:
 
     def api_options(self, name: str) -> str:
         """--base-url, --api-key-env (the variable's name, never its value: only when it is set, a
-        keyless local server otherwise) and --max-concurrency of an API model's evaluation."""
+        keyless local server otherwise), --max-concurrency, and --request-timeout, --max-retries
+        and --stream where the model's entry gives them, of an API model's evaluation."""
         model = self.config["models"][name]
         options = [f"--base-url {shlex.quote(self.api_base_url(name))}"]
         if self._set(model.get("key_env")):
             options.append(f"--api-key-env {model['key_env']}")
         options.append(f"--max-concurrency {model.get('max_concurrency', 4)}")
+        if "request_timeout_s" in model:
+            options.append(f"--request-timeout {model['request_timeout_s']:g}")
+        if "max_retries" in model:
+            options.append(f"--max-retries {model['max_retries']}")
+        if model.get("stream"):
+            options.append("--stream")
         return " ".join(options)
 
     def api_keyless_prefix(self, name: str) -> str:

@@ -49,7 +49,7 @@ QWEN = "Qwen/Qwen2.5-1.5B-Instruct"
 CODER = "Qwen/Qwen2.5-Coder-1.5B-Instruct"
 #: the config the fixture stands for (the workflow test writes it as its config file)
 MODELS = {
-    "qwen-1.5b": {"policy": f"hf:{QWEN}", "params_b": 1.5},
+    "qwen-1.5b": {"policy": f"hf:{QWEN}", "params_b": 1.5, "price": {"gpu_hour": 2.0}},
     "qwen-coder-1.5b": {"policy": f"hf:{CODER}", "params_b": 1.5},
     "gpt-4o-mini": {
         "policy": "openai:gpt-4o-mini",
@@ -57,6 +57,7 @@ MODELS = {
         "key_env": "SCHEMASHIFT_FIXTURE_KEY",
         "params_b": 8,
         "params_estimated": True,
+        "price": {"input_per_mtok": 0.15, "output_per_mtok": 0.6},
     },
 }
 RUNS = {

@@ -363,6 +363,25 @@ def test_pass_k_efficiency_and_parse_rates(report_dir: Path) -> None:
     assert float(parse["openai:gpt-4o-mini"]["action_parse_rate"]) == pytest.approx(rate)
 
 
+def test_efficiency_costs_at_the_configured_prices(report_dir: Path) -> None:
+    data = graded(report_dir)
+    efficiency = {r["subject"]: r for r in rows(report_dir, "legacy_efficiency")}
+    api = efficiency["openai:gpt-4o-mini"]
+    api_rows = data[(labels(data) == "openai:gpt-4o-mini") & (data["ruleset"] == "legacy")]
+    costs = (api_rows["tokens_in"] * 0.15 + api_rows["tokens_out"] * 0.6) / 1e6
+    assert api["cost_basis"] == "tokens"
+    assert float(api["cost_per_episode_usd"]) == pytest.approx(costs.mean())
+    assert float(api["cost_per_success_usd"]) == pytest.approx(costs.sum() / api_rows["success"].sum())
+    # a checkpoint costs what its run's base model does: GPU hours of its wall-clock seconds
+    final = efficiency["shaped@step-100"]
+    final_rows = data[(labels(data) == "shaped@step-100") & (data["ruleset"] == "legacy")]
+    assert final["cost_basis"] == "gpu_hour"
+    assert float(final["cost_per_episode_usd"]) == pytest.approx((final_rows["wall_s"] / 3600 * 2.0).mean())
+    # no price, no cost: the rule baselines, and a model whose entry names none
+    assert efficiency["oracle"]["cost_per_episode_usd"] == ""
+    assert efficiency["coder@step-100"]["cost_basis"] == ""
+
+
 def test_three_failed_episodes_per_subject_from_the_trajectories(report_dir: Path) -> None:
     examples = json.loads((report_dir / "examples.json").read_text(encoding="utf-8"))
     by_subject: dict[tuple[str, str], list[dict]] = {}

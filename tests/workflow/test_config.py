@@ -71,6 +71,23 @@ def test_embedded_default_is_the_schema_defaults(schema):
         assert config[key] == spec["default"], key
 
 
+@pytest.mark.parametrize(
+    ("price", "valid"),
+    [
+        ({"input_per_mtok": 0.15, "output_per_mtok": 0.6}, True),
+        ({"gpu_hour": 2.5}, True),
+        ({"input_per_mtok": 0.15}, False),  # half a token price
+        ({"input_per_mtok": 0.15, "output_per_mtok": 0.6, "gpu_hour": 2.5}, False),  # two bases
+        ({"gpu_hour": -1}, False),
+        ({"per_call": 0.01}, False),
+    ],
+)
+def test_a_models_price_is_per_million_tokens_or_per_gpu_hour(schema, price, valid):
+    config = load_yaml(REPO / "config.yaml")
+    config["models"]["gpt-4o-mini"]["price"] = price
+    assert (errors(schema, config) == []) is valid
+
+
 def _bad(change):
     config = load_yaml(REPO / TEST_CONFIG)
     change(config)

@@ -223,6 +223,13 @@ def test_api_models_read_keys_by_name_only():
     assert "--api-key-env HF_TOKEN" in options and "hf-secret" not in options
     assert plan.api_options("gpt-oss-120b") == "--base-url http://127.0.0.1:11434/v1 --max-concurrency 4"
     assert plan.api_keyless_prefix("gpt-oss-120b") == "env -u OPENAI_API_KEY "
+    slow = {**config["models"]["gpt-oss-120b"], "request_timeout_s": 1200, "max_retries": 1, "stream": True}
+    slow_plan = Plan(
+        {**config, "models": {"gpt-oss-120b": slow}}, environ={"OLLAMA_BASE_URL": "http://127.0.0.1:11434/v1"}
+    )
+    assert slow_plan.api_options("gpt-oss-120b").endswith(
+        "--max-concurrency 4 --request-timeout 1200 --max-retries 1 --stream"
+    )
     leaky = Plan(config, environ={"OLLAMA_BASE_URL": "http://u:hunter2@h/v1"})
     with pytest.raises(ConfigError) as caught:
         leaky.api_key_variables()

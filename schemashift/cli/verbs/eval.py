@@ -3,7 +3,8 @@
 Writes the same three files as `run` (plus the model columns), as a resumable sweep
 (`rollout.sweep`): each finished cell is kept under `OUT/progress/` as it lands, so a killed
 evaluation continues where it stopped, and `OUT/eval.json` pins the run id and configuration
-digest (a different configuration in the same directory is refused).
+digest (a different configuration in the same directory is refused) and lists, per invocation,
+the settings it applied that are not part of it (an API model's timeout, retries, concurrency).
 A checkpoint's rows name the training run and step its adapter's manifest records
 (`schemashift.lineage.evaluated_identity`), never what a caller says it is, and play with the
 run's prompt and turn budgets unless --max-prompt-tokens / --max-new-tokens say otherwise.
@@ -68,9 +69,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--base-url", default=None, help="openai: endpoint (default: $OPENAI_BASE_URL or OpenAI)"
     )
     model.add_argument("--api-key-env", default=None, help="openai: NAME of the variable holding the key")
-    model.add_argument("--max-concurrency", type=int, default=None, help="openai: requests in flight")
     model.add_argument(
-        "--max-retries", type=int, default=None, help="openai: retries on 429/5xx/network errors"
+        "--max-concurrency", type=int, default=None, help="openai: requests in flight (default: 4)"
+    )
+    model.add_argument(
+        "--max-retries", type=int, default=None, help="openai: retries on 429/5xx/network errors (default: 5)"
+    )
+    model.add_argument(
+        "--request-timeout",
+        type=float,
+        default=None,
+        help="openai: seconds one request may take before its connection is closed (default: 60)",
+    )
+    model.add_argument(
+        "--stream",
+        action="store_true",
+        default=None,
+        help="openai: read answers as they are generated, so that a server such as transformers serve "
+        "stops generating an abandoned one",
     )
 
 
@@ -83,6 +99,7 @@ def _options(args: argparse.Namespace) -> dict:
     else:
         names = {"max_new_tokens": "max_tokens", "base_url": "base_url", "api_key_env": "api_key_env"}
         names.update(max_concurrency="max_concurrency", max_retries="max_retries")
+        names.update(request_timeout="timeout_s", stream="stream")
     names.update(temperature="temperature", top_p="top_p", seed="seed")
     for attribute, option in names.items():
         value = getattr(args, attribute)
@@ -97,6 +114,8 @@ def writes(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
     from schemashift import provenance
     from schemashift.cli import CliError
     from schemashift.cli.options import cells_of
@@ -171,6 +190,10 @@ def run(args: argparse.Namespace) -> int:
     sweep.remove_leftovers()
     finished = sweep.finished(cell_list)
     todo = [cell for position, cell in enumerate(cell_list) if position not in finished]
+    if todo:
+        started = datetime.now(UTC).isoformat(timespec="seconds")
+        applied = {"at": started, "cells": len(todo), "batch_size": args.batch_size}
+        sweep.note_applied({**applied, **policy.request_settings()})
 
     def persist(result: EpisodeResult) -> None:
         sweep.persist(result)

@@ -8,6 +8,12 @@ against a shared, rate-limited endpoint needs:
 - a timeout per attempt, and retries with exponential backoff and jitter on 408, 429, 5xx,
   connection errors and timeouts, honouring `Retry-After` (seconds or an HTTP date) and
   `retry-after-ms` up to `max_backoff_s`;
+- requests that are given up are cancelled the only way HTTP allows, by closing their
+  connection: an attempt past its timeout, and every request in flight when `close()` is called
+  or `complete_many` is interrupted (Ctrl-C), so no abandoned request keeps a server busy on our
+  account where the server stops work for a client that left (with `stream=True` the answer is
+  read as server-sent events: `transformers serve` stops generating only for a streamed request
+  whose client left);
 - `ApiError` with the status and the server's own message on any other 4xx and after the last
   retry;
 - the key read from the environment variable named by `api_key_env` and sent only as a Bearer
@@ -23,6 +29,7 @@ import json
 import logging
 import os
 import random
+import socket
 import threading
 import time
 import urllib.error
@@ -166,6 +173,28 @@ def _check_messages(messages) -> list[dict]:
     return list(messages)
 
 
+class _TrackedHTTP(urllib.request.HTTPHandler):
+    """urllib's HTTP handler, with connections the client can close under a waiting thread."""
+
+    def __init__(self, client: ChatClient):
+        super().__init__()
+        self._client = client
+
+    def http_open(self, req):
+        return self.do_open(self._client._connection(http.client.HTTPConnection), req)
+
+
+class _TrackedHTTPS(urllib.request.HTTPSHandler):
+    """urllib's HTTPS handler, with connections the client can close under a waiting thread."""
+
+    def __init__(self, client: ChatClient):
+        super().__init__()
+        self._client = client
+
+    def https_open(self, req):
+        return self.do_open(self._client._connection(http.client.HTTPSConnection), req, context=self._context)
+
+
 class ChatClient:
     """Chat completions from one model behind one OpenAI-compatible endpoint; thread-safe."""
 
@@ -178,6 +207,7 @@ class ChatClient:
         max_concurrency: int = 4,
         timeout_s: float = 60.0,
         max_retries: int = 5,
+        stream: bool = False,
         backoff_s: float = 0.5,
         max_backoff_s: float = 30.0,
     ):
@@ -199,6 +229,7 @@ class ChatClient:
         self.max_retries = max_retries
         self.backoff_s = float(backoff_s)
         self.max_backoff_s = float(max_backoff_s)
+        self.stream = bool(stream)
         self._key = None
         if api_key_env is not None:
             key = os.environ.get(api_key_env, "").strip()
@@ -206,6 +237,12 @@ class ChatClient:
                 raise ValueError(f"the API key variable {api_key_env} is not set (or is empty)")
             self._key = key
         self._slots = threading.BoundedSemaphore(max_concurrency)
+        # the connections of requests in flight, so that close() can cancel them
+        self._open: set[http.client.HTTPConnection] = set()
+        self._open_lock = threading.Lock()
+        self._mine = threading.local()
+        self._closed = threading.Event()
+        self._opener = urllib.request.build_opener(_TrackedHTTP(self), _TrackedHTTPS(self))
 
     def __repr__(self) -> str:
         key = f", api_key_env={self.api_key_env!r}" if self.api_key_env else ""
@@ -215,6 +252,46 @@ class ChatClient:
         """What the responses depend on, for cache keys: the API flavour, model id and base URL
         (no credentials, no query)."""
         return {"api": "openai-chat", "model": self.model, "base_url": self.base_url}
+
+    def settings(self) -> dict:
+        """The request settings this client applies, as a run records them."""
+        return {
+            "timeout_s": self.timeout_s,
+            "max_retries": self.max_retries,
+            "max_concurrency": self.max_concurrency,
+            "stream": self.stream,
+        }
+
+    def close(self) -> None:
+        """Cancel every request in flight by closing its connection (its `complete` raises
+        ApiError at once, without retrying) and refuse new ones."""
+        with self._open_lock:
+            self._closed.set()
+            connections = list(self._open)
+        for connection in connections:
+            sock = connection.sock
+            if sock is not None:
+                try:  # wakes the thread blocked reading it; that thread closes the connection
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def _connection(self, cls: type[http.client.HTTPConnection]):
+        """A factory of `cls` connections that are registered for `close()` while in use."""
+
+        def connect(host: str, **kwargs) -> http.client.HTTPConnection:
+            connection = cls(host, **kwargs)
+            with self._open_lock:
+                if self._closed.is_set():
+                    raise ConnectionAbortedError("the client is closed")
+                self._open.add(connection)
+            self._mine.connections.append(connection)
+            return connection
+
+        return connect
+
+    def _cancelled(self) -> ApiError:
+        return ApiError(f"{self.model} at {self.base_url}: cancelled (the client was closed)")
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._key, _REDACTED) if self._key else text
@@ -241,8 +318,10 @@ class ChatClient:
             "max_tokens": max_tokens,
             "temperature": float(temperature),
             "top_p": float(top_p),
-            "stream": False,
+            "stream": self.stream,
         }
+        if self.stream:  # OpenAI sends usage in a stream only when asked
+            body["stream_options"] = {"include_usage": True}
         if seed is not None:
             body["seed"] = int(seed)
         if stop:
@@ -252,9 +331,13 @@ class ChatClient:
         payload = json.dumps(body).encode("utf-8")
         attempts = self.max_retries + 1
         for attempt in range(1, attempts + 1):
+            if self._closed.is_set():
+                raise self._cancelled()
             try:
                 return self._attempt(payload)
             except _Retryable as failure:
+                if self._closed.is_set():
+                    raise self._cancelled() from None
                 if attempt == attempts:
                     raise ApiError(
                         f"{self.model} at {self.base_url}: {failure} (gave up after {attempts} attempts)",
@@ -271,7 +354,8 @@ class ChatClient:
                     self.max_retries,
                     delay,
                 )
-                time.sleep(delay)
+                if self._closed.wait(delay):
+                    raise self._cancelled() from None
         raise AssertionError("unreachable")
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
@@ -287,8 +371,12 @@ class ChatClient:
             headers["Authorization"] = f"Bearer {self._key}"
         request = urllib.request.Request(self.url, data=payload, headers=headers, method="POST")
         with self._slots:
+            self._mine.connections = []
+            deadline = time.monotonic() + self.timeout_s
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                with self._opener.open(request, timeout=self.timeout_s) as response:
+                    if self.stream:
+                        return self._read_stream(response, deadline)
                     status, raw = response.status, response.read()
             except urllib.error.HTTPError as error:
                 with error:
@@ -310,7 +398,64 @@ class ChatClient:
                 raise _Retryable(
                     f"connection failed: {self._scrub(type(error).__name__ + ': ' + str(error))}"
                 ) from None
+            finally:
+                with self._open_lock:
+                    self._open.difference_update(self._mine.connections)
         return self._parse(status, raw)
+
+    def _read_stream(self, response, deadline: float) -> Completion:
+        """A streamed answer: content deltas joined, tool call deltas joined by index, usage from
+        the chunk that carries it; the whole stream must arrive within the timeout."""
+        text, calls, usage, finished = [], {}, {}, False
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            connection = self._mine.connections[-1]
+            if connection.sock is not None:
+                connection.sock.settimeout(left)
+            line = response.readline()
+            if not line:
+                break
+            data = line.decode("utf-8", errors="replace").strip()
+            if not data.startswith("data:"):
+                continue
+            data = data[len("data:") :].strip()
+            if data == "[DONE]":
+                finished = True
+                break
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                snippet = self._scrub(data[:200])
+                raise ApiError(
+                    f"{self.model} at {self.base_url}: a streamed chunk is not JSON: {snippet!r}"
+                ) from None
+            if chunk.get("error"):
+                raise _Retryable(f"stream error: {self._scrub(_error_message(data.encode()))}")
+            usage = chunk.get("usage") or usage
+            for choice in chunk.get("choices") or []:
+                finished = finished or bool(choice.get("finish_reason"))
+                delta = choice.get("delta") or {}
+                if isinstance(delta.get("content"), str):
+                    text.append(delta["content"])
+                for call in delta.get("tool_calls") or []:
+                    slot = calls.setdefault(call.get("index", len(calls)), {"name": "", "arguments": ""})
+                    function = call.get("function") or {}
+                    slot["name"] = slot["name"] or function.get("name") or ""
+                    arguments = function.get("arguments")
+                    if arguments is not None:
+                        slot["arguments"] += (
+                            arguments if isinstance(arguments, str) else json.dumps(arguments)
+                        )
+        if not finished:
+            raise _Retryable("the stream ended before the answer did")
+        message = {"content": "".join(text), "tool_calls": [{"function": calls[k]} for k in sorted(calls)]}
+        return Completion(
+            text=_text_of(message),
+            tokens_in=int(usage.get("prompt_tokens") or 0),
+            tokens_out=int(usage.get("completion_tokens") or 0),
+        )
 
     def _parse(self, status: int, raw: bytes) -> Completion:
         try:
@@ -333,7 +478,8 @@ class ChatClient:
     def complete_many(self, requests: list[dict], *, return_errors: bool = False) -> list[Completion]:
         """`complete(**request)` for every request, run concurrently under the cap, in order.
         Every request finishes before the first failure is raised; with `return_errors` the
-        failed entries are their ApiError instead."""
+        failed entries are their ApiError instead. Interrupted (Ctrl-C), it closes the client,
+        which cancels the requests in flight, and re-raises."""
         for i, request in enumerate(requests):
             if not isinstance(request, dict):
                 raise TypeError(f"requests[{i}] must be a dict of complete() arguments")
@@ -347,7 +493,8 @@ class ChatClient:
                 raise ValueError(f"requests[{i}] lacks {sorted(missing)}")
         if not requests:
             return []
-        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(requests))) as pool:
+        pool = ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(requests)))
+        try:
             futures = [pool.submit(lambda r: self.complete(**r), request) for request in requests]
             outcomes = []
             for future in futures:
@@ -355,6 +502,11 @@ class ChatClient:
                     outcomes.append(future.result())
                 except ApiError as error:
                     outcomes.append(error)
+        except (KeyboardInterrupt, SystemExit):  # interrupted: cancel, rather than wait for, the rest
+            self.close()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
         if not return_errors:
             for outcome in outcomes:
                 if isinstance(outcome, ApiError):

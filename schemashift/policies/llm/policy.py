@@ -226,9 +226,18 @@ class ModelPolicy:
         self.last_text = decision.text
         return decision.action
 
+    def request_settings(self) -> dict[str, Any]:
+        """How the engine's requests are sent (an API model's timeout, retries, requests in
+        flight; nothing for a local model): what a run records as applied, beside the decoding."""
+        settings = getattr(self.engine, "settings", None)
+        return settings() if settings is not None else {}
+
     def close(self) -> None:
         for slot in self._slots:
             self.engine.forget(slot)
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            close()
         if self.cache is not None:
             self.cache.close()
 
@@ -265,6 +274,13 @@ class ApiModel:
     def forget(self, session: Any) -> None:
         """Nothing is kept between requests."""
 
+    def settings(self) -> dict[str, Any]:
+        return self.client.settings()
+
+    def close(self) -> None:
+        """Cancels the requests still in flight (their connections are closed)."""
+        self.client.close()
+
     def generate(
         self,
         prompts: Sequence[Sequence[Message]],
@@ -291,7 +307,7 @@ class ApiModel:
 # -- factories for the policy registry ---------------------------------------------------------------
 
 _HF_OPTIONS = {"device", "dtype", "max_new_tokens", "temperature", "top_p", "seed"}
-_CLIENT_OPTIONS = ("max_concurrency", "timeout_s", "max_retries")
+_CLIENT_OPTIONS = ("max_concurrency", "timeout_s", "max_retries", "stream")
 _API_OPTIONS = {"base_url", "api_key_env", *_CLIENT_OPTIONS, "max_tokens", "temperature", "top_p", "seed"}
 _COMMON = {"harness", "cache", "max_prompt_tokens"}
 

@@ -330,11 +330,34 @@ def pass_k_table(a: Analysis, ruleset: str) -> Table:
     )
 
 
+def episode_costs(rows, price):
+    """USD per graded episode at a model's price (None without one): its tokens at the prices
+    per million, or its wall-clock seconds at the GPU-hour price (an upper bound where episodes
+    shared the GPU in lockstep, each charged its whole wall time)."""
+    if not price:
+        return None
+    if "gpu_hour" in price:
+        return rows["wall_s"] / 3600 * price["gpu_hour"]
+    return (rows["tokens_in"] * price["input_per_mtok"] + rows["tokens_out"] * price["output_per_mtok"]) / 1e6
+
+
+def usd(value: float | None) -> str:
+    return MISSING if value is None else f"{value:.4g}"
+
+
 def efficiency_table(a: Analysis, ruleset: str) -> Table:
     rows, records = [], []
     for subject in a.ran(ruleset):
         mine = a.rows(ruleset, subject)
         means = {c: (float(mine[c].mean()) if mine[c].notna().any() else None) for c in EFFICIENCY_COLUMNS}
+        price = a.price(subject)
+        costs = episode_costs(mine, price)
+        solved = int(mine["success"].sum())
+        cost = {
+            "cost_basis": None if costs is None else ("gpu_hour" if "gpu_hour" in price else "tokens"),
+            "cost_per_episode_usd": None if costs is None or not len(mine) else float(costs.mean()),
+            "cost_per_success_usd": None if costs is None or not solved else float(costs.sum()) / solved,
+        }
         reference = efficiency_reference(a, ruleset, subject)
         saved = savings(a, ruleset, subject, reference) if reference else None
         if saved:
@@ -350,8 +373,24 @@ def efficiency_table(a: Analysis, ruleset: str) -> Table:
             )
         else:
             saved_text = MISSING
-        rows.append([subject, str(len(mine)), *(num(means[c], 1) for c in EFFICIENCY_COLUMNS), saved_text])
-        record = {"ruleset": ruleset, "subject": subject, "n": len(mine), **means, "reference": reference}
+        rows.append(
+            [
+                subject,
+                str(len(mine)),
+                *(num(means[c], 1) for c in EFFICIENCY_COLUMNS),
+                usd(cost["cost_per_episode_usd"]),
+                usd(cost["cost_per_success_usd"]),
+                saved_text,
+            ]
+        )
+        record = {
+            "ruleset": ruleset,
+            "subject": subject,
+            "n": len(mine),
+            **means,
+            **cost,
+            "reference": reference,
+        }
         if saved:
             record |= {
                 "saving_solved_by_both": saved["solved_by_both"],
@@ -370,7 +409,7 @@ def efficiency_table(a: Analysis, ruleset: str) -> Table:
         f"{ruleset}_efficiency",
         f"Ruleset {ruleset}",
         "Efficiency per graded episode, and savings versus a reference",
-        ["subject", "episodes", *EFFICIENCY_COLUMNS.values(), "savings"],
+        ["subject", "episodes", *EFFICIENCY_COLUMNS.values(), "USD / episode", "USD / success", "savings"],
         rows,
         records,
         "Means per graded episode. Savings are paired by cell (scenario, seed): each side's cost on a "
@@ -378,7 +417,10 @@ def efficiency_table(a: Analysis, ruleset: str) -> Table:
         "total over the cells both solved, with a 95% bootstrap interval (cells resampled within each "
         "scenario) and its coverage: cells both solved of the cells both graded. A checkpoint is compared "
         "with its untrained base through the same harness, anything else with "
-        "report.efficiency_reference (default policy_aware_heuristic). Rule policies use no tokens.",
+        "report.efficiency_reference (default policy_aware_heuristic). Rule policies use no tokens. "
+        "Cost at the model's models.<name>.price: its tokens at the USD per million input and output "
+        "tokens, or its wall seconds at the USD per GPU hour (an upper bound: episodes played in lockstep "
+        "share the GPU); per success: the cost of all graded episodes over the successes among them.",
     )
 
 

@@ -7,7 +7,9 @@ text, or a dict that is the assistant message's fields (`tool_calls` for a nativ
 the usage counts are whitespace tokens of the prompt and the reply. Behaviour is scripted per
 request with a queue of `Step`s (status, Retry-After, delay, body) consumed in arrival order;
 when the queue is empty every request succeeds. It records every request (path, headers, JSON
-body, arrival time) and the maximum number of requests in flight at once.
+body, arrival time), the maximum number of requests in flight at once, and when a client closed
+the connection of a request it was still waiting for (`left`: a delayed request is then never
+answered, as a server that cancels abandoned work would do).
 
 Run as a script it serves until interrupted and prints its base URL, for trying a client by hand:
 `python tests/policies/llm/openai_server.py`.
@@ -16,6 +18,8 @@ Run as a script it serves until interrupted and prints its base URL, for trying 
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
 import time
 from collections import deque
@@ -66,6 +70,7 @@ class OpenAIServer:
         self.api_key = api_key  # when set, requests without this Bearer key get 401
         self.requests: list[Recorded] = []
         self.max_in_flight = 0
+        self.left: list[float] = []  # when clients closed connections of unanswered requests
         self._in_flight = 0
         self._script: deque[Step] = deque()
         self._lock = threading.Lock()
@@ -129,15 +134,34 @@ class OpenAIServer:
                     step = server._script.popleft() if server._script else Step()
                     server._in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server._in_flight)
+                self._counted = True
                 try:
-                    if step.delay_s:
-                        time.sleep(step.delay_s)
+                    if step.delay_s and self._client_leaves_within(step.delay_s):
+                        with server._lock:
+                            server.left.append(time.monotonic())
+                        return
                     self._answer(step, body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
                 finally:
+                    self._leave()
+
+            def _leave(self) -> None:
+                """The request is no longer in flight: counted off before its answer is written,
+                since a client may send its next request as soon as it has read the answer."""
+                if getattr(self, "_counted", False):
+                    self._counted = False
                     with server._lock:
                         server._in_flight -= 1
+
+            def _client_leaves_within(self, seconds: float) -> bool:
+                """Wait `seconds`, or less if the client closes the connection (True then)."""
+                deadline = time.monotonic() + seconds
+                while (left := deadline - time.monotonic()) > 0:
+                    readable, _, _ = select.select([self.connection], [], [], left)
+                    if readable and self.connection.recv(1, socket.MSG_PEEK) == b"":
+                        return True
+                return False
 
             def _answer(self, step: Step, body: dict | None) -> None:
                 headers = dict(step.headers)
@@ -165,6 +189,12 @@ class OpenAIServer:
                 message = {"role": "assistant", **reply} if isinstance(reply, dict) else None
                 text = json.dumps(reply) if message else reply
                 prompt = " ".join(str(m.get("content", "")) for m in body["messages"])
+                usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split())}
+                if body.get("stream"):
+                    wanted = (body.get("stream_options") or {}).get("include_usage")
+                    return self._stream(
+                        message or {"content": text}, usage if server.usage and wanted else None
+                    )
                 return self._send(
                     200,
                     {
@@ -190,8 +220,35 @@ class OpenAIServer:
                     headers,
                 )
 
+            def _stream(self, message: dict, usage: dict | None) -> None:
+                """The answer as OpenAI streams it: server-sent events of deltas (the content in
+                two pieces, each call's name first and its arguments in two pieces), then a chunk
+                with the finish reason, one with the usage when asked for, and [DONE]."""
+                content = message.get("content") or ""
+                deltas = [{"role": "assistant"}, {"content": content[:5]}, {"content": content[5:]}]
+                for index, call in enumerate(message.get("tool_calls") or []):
+                    arguments = call["function"]["arguments"]
+                    deltas.append(
+                        {"tool_calls": [{"index": index, "function": {"name": call["function"]["name"]}}]}
+                    )
+                    for piece in (arguments[:3], arguments[3:]):
+                        deltas.append({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                chunks = [{"choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+                chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+                if usage is not None:
+                    chunks.append({"choices": [], "usage": usage})
+                self._leave()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                events = [f"data: {json.dumps(chunk)}\n\n" for chunk in chunks] + ["data: [DONE]\n\n"]
+                self.wfile.write("".join(events).encode())
+                self.close_connection = True
+
             def _send(self, status: int, payload: dict | str, headers: dict[str, str] | None = None) -> None:
                 data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+                self._leave()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

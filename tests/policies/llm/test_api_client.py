@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -92,6 +93,29 @@ def test_query_is_sent_but_left_out_of_identity(server):
     c.complete(MESSAGES, max_tokens=4)
     assert server.requests[0].path == "/v1/chat/completions?api-version=2024-06-01"
     assert c.identity() == {"api": "openai-chat", "model": "m", "base_url": server.base_url}
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        lambda body: "a plain answer of several words",
+        lambda body: {
+            "content": "Calling now.",
+            "tool_calls": [
+                {"type": "function", "function": {"name": "mail__list", "arguments": '{"folder": "inbox"}'}},
+                {"type": "function", "function": {"name": "complete_task", "arguments": '{"summary": "ok"}'}},
+            ],
+        },
+    ],
+    ids=["text", "tool calls"],
+)
+def test_a_streamed_answer_is_the_answer(reply):
+    with OpenAIServer(reply) as running:
+        plain = client(running).complete(MESSAGES, max_tokens=16)
+        streamed = client(running, stream=True).complete(MESSAGES, max_tokens=16)
+        sent = running.chat_requests()[-1].body
+    assert streamed == plain and plain.tokens_in > 0
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
 
 
 def test_tool_calls_become_tool_call_tags(server):
@@ -229,6 +253,72 @@ def test_timeouts_until_the_last_retry_are_an_api_error(server):
     with pytest.raises(ApiError, match=r"no answer within 0.2 s") as caught:
         client(server, timeout_s=0.2, max_retries=1).complete(MESSAGES, max_tokens=4)
     assert caught.value.status is None and caught.value.attempts == 2
+
+
+def wait_for(condition, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return condition()
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_request_past_its_timeout_has_its_connection_closed(server, stream):
+    server.script(Step(delay_s=10.0))
+    started = time.monotonic()
+    with pytest.raises(ApiError, match="no answer within 0.3 s"):
+        client(server, timeout_s=0.3, max_retries=0, stream=stream).complete(MESSAGES, max_tokens=4)
+    # the server sees the client leave while it still works on the answer, not 10 s later
+    assert wait_for(lambda: len(server.left) == 1, 2.0)
+    assert server.left[0] - started < 2.0
+
+
+@pytest.mark.timeout(30)
+def test_close_cancels_the_requests_in_flight_without_retrying(server):
+    server.script(Step(delay_s=10.0), Step(delay_s=10.0))
+    c = client(server, max_concurrency=2, timeout_s=30, max_retries=3)
+    outcomes: list = []
+    worker = threading.Thread(
+        target=lambda: outcomes.extend(
+            c.complete_many([{"messages": MESSAGES, "max_tokens": 4}] * 2, return_errors=True)
+        )
+    )
+    worker.start()
+    assert wait_for(lambda: server.max_in_flight == 2)
+    started = time.monotonic()
+    c.close()
+    worker.join(timeout=5)
+    assert not worker.is_alive() and time.monotonic() - started < 2.0
+    assert all(isinstance(o, ApiError) and "cancelled" in str(o) for o in outcomes) and len(outcomes) == 2
+    assert wait_for(lambda: len(server.left) == 2, 2.0)
+    with pytest.raises(ApiError, match="cancelled"):
+        c.complete(MESSAGES, max_tokens=4)
+    assert len(server.chat_requests()) == 2, "a closed client neither retries nor sends"
+
+
+@pytest.mark.timeout(30)
+def test_an_interrupted_complete_many_cancels_its_requests(server):
+    """Ctrl-C while requests run: they are cancelled at once, not waited for (10 s each)."""
+    server.script(Step(delay_s=10.0), Step(delay_s=10.0))
+    c = client(server, max_concurrency=2, timeout_s=30)
+    main_thread = threading.main_thread().ident
+
+    def interrupt() -> None:
+        if wait_for(lambda: server.max_in_flight == 2):
+            signal.pthread_kill(main_thread, signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        c.complete_many([{"messages": MESSAGES, "max_tokens": 4}] * 2)
+    assert time.monotonic() - started < 5.0
+    assert wait_for(lambda: len(server.left) == 2, 2.0)
+
+
+def test_settings_are_what_the_client_applies(server):
+    settings = client(server, timeout_s=7.5, max_retries=1, max_concurrency=2).settings()
+    assert settings == {"timeout_s": 7.5, "max_retries": 1, "max_concurrency": 2, "stream": False}
 
 
 @pytest.mark.timeout(30)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -84,6 +86,28 @@ def test_requests_of_a_round_run_concurrently_under_the_cap(server: OpenAIServer
     policy = api_policy(server, max_concurrency=2)
     run_sweep_batched(InProcessBackend, policy, CELLS, context(policy), batch_size=4)
     assert server.max_in_flight == 2
+
+
+@pytest.mark.timeout(30)
+def test_closing_the_policy_cancels_its_requests_in_flight(server: OpenAIServer) -> None:
+    server.script(Step(delay_s=10.0))
+    policy = api_policy(server, timeout_s=30)
+    settings = {"timeout_s": 30.0, "max_retries": 5, "max_concurrency": 4, "stream": False}
+    assert policy.request_settings() == settings
+    results: list = []
+    worker = threading.Thread(
+        target=lambda: results.extend(run_sweep(InProcessBackend(), policy, CELLS[:1], context(policy)))
+    )
+    worker.start()
+    deadline = time.monotonic() + 5
+    while not server.chat_requests() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    policy.close()
+    worker.join(timeout=5)
+    assert not worker.is_alive()
+    (failed,) = results
+    assert failed.record["status"] == "infra_error" and "cancelled" in failed.record["error"]
+    assert len(server.chat_requests()) == 1
 
 
 def test_an_api_failure_is_an_infra_error_and_the_key_is_never_recorded(server: OpenAIServer) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from openai_server import OpenAIServer
+from openai_server import OpenAIServer, Step
 from test_api_policy import oracle_reply
 
 from schemashift.cli import main
@@ -86,6 +86,42 @@ def test_an_unreachable_api_gives_infra_error_rows(tmp_path: Path) -> None:
     (row,) = episodes(tmp_path)
     assert row["status"] == "infra_error" and row["error"]
     assert not (tmp_path / "responses.sqlite").exists()
+
+
+def test_a_slow_server_is_resumed_with_a_longer_timeout_and_each_invocation_records_its_settings(
+    tmp_path: Path,
+) -> None:
+    """The request settings are applied and recorded per invocation, not pinned: a run whose
+    requests timed out resumes in the same folder with a longer timeout."""
+    with OpenAIServer(oracle_reply) as server:
+        server.script(Step(delay_s=5.0))
+        args = ["eval", "--policy", "openai:m", "--base-url", server.base_url]
+        args += ["--scenarios", "E1_onboard_new_hire", "--seeds", "0", "--out", str(tmp_path)]
+        assert main([*args, "--request-timeout", "0.3", "--max-retries", "0", "--max-concurrency", "1"]) == 1
+        (row,) = episodes(tmp_path)
+        assert row["status"] == "infra_error" and "no answer within 0.3 s" in row["error"]
+        server.script(Step(delay_s=0.5))
+        assert main([*args, "--request-timeout", "5", "--batch-size", "2", "--stream"]) == 0
+    assert [row["status"] for row in episodes(tmp_path)] == ["graded"]
+    applied = json.loads((tmp_path / "eval.json").read_text())["applied"]
+    assert [{k: v for k, v in entry.items() if k != "at"} for entry in applied] == [
+        {
+            "cells": 1,
+            "batch_size": 32,
+            "timeout_s": 0.3,
+            "max_retries": 0,
+            "max_concurrency": 1,
+            "stream": False,
+        },
+        {
+            "cells": 1,
+            "batch_size": 2,
+            "timeout_s": 5.0,
+            "max_retries": 5,
+            "max_concurrency": 4,
+            "stream": True,
+        },
+    ]
 
 
 def test_heuristic_policies_are_pointed_to_run(tmp_path: Path, capsys) -> None:
