@@ -27,6 +27,22 @@ before 3.47-3.67; on that load ours 22.7-26.3 us/step against 36.6-37.3. So lega
 target's edge and far from the goal, and v1/legacy with fresh seeds went from 1.18-1.64 to
 1.76-1.94 (docs/rulesets.md, Cost): v1 gained less because its task construction is untouched.
 
+Second pass (issue 35, again; cProfile, line_profiler, py-spy sampling, and instruction counts
+under valgrind, which a loaded machine cannot disturb): a fresh v1 reset was about 200 us, two
+thirds of it building the task. `random.Random` spent three Python frames per draw (now `Draws`,
+the same stream in one frame), a cache of 4096 tasks made the garbage collector's walk a tenth
+of a reset (now 256), every seeded record was copied at load and again in every response (v1's
+world is now read-only records written copy-on-write), frozen dataclasses cost a setattr per
+field (people and slots are named tuples), and drift bookkeeping walked every drift at every
+call. On legacy the documentation after a drift was rebuilt in every episode (now kept by the
+specs applied). Instructions per step (valgrind, same episodes): legacy 143.2k -> 137.2k, v1
+with fresh seeds 230.8k -> 200.0k; the original 736k (5.4x ours). Side by side on the quiet
+2-core machine (5 repeats of 1500 episodes, before and after alternating): legacy 17.0-17.3 ->
+16.5-16.7 us/step against the original's 75-77, ratio 4.45-4.49 -> 4.49-4.59 (target 5.06 not
+met: the original runs faster per instruction, much of its time being in pydantic's compiled
+core); v1 fresh 31.1-31.6 -> 26.2-26.4 us/step, ratio v1/legacy 1.76-1.77 -> 1.54-1.56 (target
+1.5 not met). What is left is spread thin: no function of the legacy loop holds 7% of its time.
+
 Absolute figures depend on the machine and its load, so the target is really a ratio to the
 original. `--original DIR` takes a checkout of the original SchemaShift repository (it needs
 pydantic v2, and httpx because its eval.py imports its HTTP client) and plays the same episode
