@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from schemashift.lineage import GO_NO_GO_STEP, go_no_go
 from schemashift.report import ReportError, published
 from schemashift.report.load import (
+    OVERALL,
     catalogue_tier,
     manifest_cells,
     report_policies,
@@ -45,7 +46,6 @@ from schemashift.rollout.subject import DEFAULT_HARNESS, Subject
 if TYPE_CHECKING:
     import pandas as pd
 
-OVERALL = "overall"
 TIER_PREFIX = "tier:"
 #: headline metrics: episode column -> name
 METRICS = {"score": "mean score", "success": "success rate"}
@@ -549,18 +549,6 @@ def repeat_groups(a: Analysis) -> dict[str, list[TrainingRun]]:
     for run in sorted(a.runs.values(), key=lambda r: split_repeat(r.name)[::-1]):
         groups.setdefault(run.configured, []).append(run)
     return dict(sorted(groups.items()))
-
-
-def ablation_groups(a: Analysis, vary: str) -> list[list[Any]]:
-    """Runs that differ only in `vary` (reward or base_model): same ruleset and the other field.
-    One arm per configured run (its first repeat); the repeats table pools the others."""
-    keep = "base_model" if vary == "reward" else "reward"
-    groups: dict[tuple[Any, Any], list[Any]] = {}
-    for run in a.runs.values():
-        if run.name != run.configured:
-            continue
-        groups.setdefault((run.ruleset, getattr(run, keep)), []).append(run)
-    return [g for g in groups.values() if len({getattr(r, vary) for r in g}) > 1]
 
 
 def published_stat(a: Analysis, metric: str, scenarios: Sequence[str]) -> Stat:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from schemashift.report.load import OVERALL
 from schemashift.report.stats import Stat, adjust
 from schemashift.rollout.subject import DEFAULT_HARNESS
 
@@ -25,8 +26,6 @@ HEADLINE = ("score", "success")
 
 
 def _training(a: Analysis) -> Iterator[Key]:
-    from schemashift.report.analysis import OVERALL
-
     for run in a.runs.values():
         base = a.base_subject(run)
         for ruleset in a.run_rulesets(run):
@@ -36,8 +35,6 @@ def _training(a: Analysis) -> Iterator[Key]:
 
 
 def _training_columns(a: Analysis) -> Iterator[Key]:
-    from schemashift.report.analysis import OVERALL
-
     for run in a.runs.values():
         base = a.base_subject(run)
         for ruleset in a.run_rulesets(run):
@@ -47,8 +44,6 @@ def _training_columns(a: Analysis) -> Iterator[Key]:
 
 
 def _versus(a: Analysis) -> Iterator[Key]:
-    from schemashift.report.analysis import OVERALL
-
     for run in a.runs.values():
         for ruleset in a.run_rulesets(run):
             for baseline in a.subjects(ruleset):
@@ -58,8 +53,6 @@ def _versus(a: Analysis) -> Iterator[Key]:
 
 def _ablation(vary: str) -> Callable[[Analysis], Iterator[Key]]:
     def members(a: Analysis) -> Iterator[Key]:
-        from schemashift.report.analysis import OVERALL, ablation_groups
-
         for group in ablation_groups(a, vary):
             for run in group[1:]:
                 if run.ruleset in a.rulesets:
@@ -69,8 +62,6 @@ def _ablation(vary: str) -> Callable[[Analysis], Iterator[Key]]:
 
 
 def _harnesses(a: Analysis) -> Iterator[Key]:
-    from schemashift.report.analysis import OVERALL
-
     for ruleset in a.rulesets:
         for found in a.harnesses(ruleset).values():
             for harness, subject in found.items():
@@ -123,3 +114,15 @@ def warm_start_tasks(a: Analysis, subject: str) -> set[tuple[str, str, int | Non
         return set()
     document: dict[str, Any] = json.loads(manifest.read_text(encoding="utf-8"))
     return {(t["ruleset"], t["scenario"], t["seed"]) for t in document.get("tasks") or []}
+
+
+def ablation_groups(a: Analysis, vary: str) -> list[list[Any]]:
+    """Runs that differ only in `vary` (reward or base_model): same ruleset and the other field.
+    One arm per configured run (its first repeat); the repeats table pools the others."""
+    keep = "base_model" if vary == "reward" else "reward"
+    groups: dict[tuple[Any, Any], list[Any]] = {}
+    for run in a.runs.values():
+        if run.name != run.configured:
+            continue
+        groups.setdefault((run.ruleset, getattr(run, keep)), []).append(run)
+    return [g for g in groups.values() if len({getattr(r, vary) for r in g}) > 1]

@@ -442,10 +442,6 @@ def write_plan(path: str | Path) -> None:
         )
 
 
-#: where `trackio show` serves by default (GRADIO_SERVER_PORT changes the port)
-DEFAULT_URL = "http://127.0.0.1:7860"
-
-
 def preset_views(base_url: str, project: str, runs: Mapping[str, str]) -> dict[str, str]:
     """Dashboard links that open a view: smoothing 0, a metric filter, a run selection (`runs`:
     run name -> group; one view per group)."""

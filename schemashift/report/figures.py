@@ -20,11 +20,11 @@ from schemashift.report.analysis import (
     OVERALL,
     TRAINED_ON,
     Analysis,
-    ablation_groups,
     drift_outcomes,
     smoothed,
     smoothing_window,
 )
+from schemashift.report.comparisons import ablation_groups
 from schemashift.report.load import coverage, coverage_text
 from schemashift.report.stats import LEVEL, Stat
 from schemashift.rollout.subject import Subject

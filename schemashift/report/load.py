@@ -30,6 +30,8 @@ MODEL_KEYS = ("train_run", "checkpoint_step", "harness")
 TRAJECTORIES_FILE = resultset.TRAJECTORIES_FILE
 TRAINING_FILE = "metrics.parquet"
 #: scenario difficulty tiers in display order; other tiers follow, sorted
+#: the group of all scenarios together, beside the tiers and single scenarios
+OVERALL = "overall"
 TIER_ORDER = ("easy", "medium", "hard")
 
 

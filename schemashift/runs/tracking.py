@@ -10,6 +10,8 @@ from typing import Any
 #: the Trackio project of the benchmark: training's live logging and the report's export (one run
 #: per training run, named as the run, grouped by `<ruleset>/<reward>`) both use it
 TRACKIO_PROJECT = "schemashift"
+#: where `trackio show` serves by default (GRADIO_SERVER_PORT changes the port)
+DEFAULT_URL = "http://127.0.0.1:7860"
 #: TRL's log key -> our metric column, for the engine/trainer mismatch TRL measures where it
 #: generates with vLLM and corrects for it (importance-sampling ratios of trainer to engine
 #: probability of the sampled tokens, after TRL's truncation; absolute log-probability

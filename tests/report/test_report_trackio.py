@@ -32,7 +32,7 @@ from report_helpers import read_metrics
 
 from schemashift.cli import main
 from schemashift.report.dashboard import GROUPS
-from schemashift.runs.tracking import SAMPLING_COLUMNS
+from schemashift.runs.tracking import DEFAULT_URL, SAMPLING_COLUMNS
 
 pytest.importorskip("trackio")
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
@@ -379,7 +379,7 @@ def test_every_preset_view_shows_metrics_of_the_project(results: Path, project: 
     import re
     from urllib.parse import parse_qs, urlsplit
 
-    from schemashift.report.dashboard import DEFAULT_URL, preset_views
+    from schemashift.report.dashboard import preset_views
 
     logged = read_metrics(project)
     names = {name for steps in logged.values() for metrics in steps.values() for name in metrics}

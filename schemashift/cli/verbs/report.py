@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
             written = [str(out / f"{e['stem']}.{fmt}") for e in index for fmt in figures.FORMATS]
         elif args.part == "trackio":
             from schemashift.report import dashboard
-            from schemashift.runs.tracking import TRACKIO_PROJECT
+            from schemashift.runs.tracking import DEFAULT_URL, TRACKIO_PROJECT
 
             project = args.project or TRACKIO_PROJECT
             from schemashift.report.traces import read_trajectories
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
                 dashboard.publish(out, args.publish, project)
             runs = {run["name"]: run["group"] for run in dashboard.plan(analysis, None, project)["runs"]}
             print(f"serve it offline: TRACKIO_DIR={out} trackio show --project {project}; preset views:")
-            for view, link in dashboard.preset_views(dashboard.DEFAULT_URL, project, runs).items():
+            for view, link in dashboard.preset_views(DEFAULT_URL, project, runs).items():
                 print(f"  {view}: {link}")
         else:
             from schemashift.report import html

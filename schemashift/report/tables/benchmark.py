@@ -599,17 +599,15 @@ def drift_table(a: Analysis, ruleset: str) -> Table:
         ],
         rows,
         records,
-        "Over all drift rows: discovered = evidence seen on the drifted tool; reported = the agent reported "
-        "it "
-        "correctly; recovered = a successful call after a failure on it; recovery rate = recovered / failed "
-        "on.",
+        "Over all drift rows: discovered = evidence seen on the drifted tool; reported = the agent "
+        "reported it correctly; recovered = a successful call after a failure on it; recovery rate = "
+        "recovered / failed on.",
     )
 
 
 def examples_table(a: Analysis) -> Table:
-    from schemashift.report.dashboard import DEFAULT_URL
     from schemashift.report.traces import trace_key, trace_link
-    from schemashift.runs.tracking import TRACKIO_PROJECT
+    from schemashift.runs.tracking import DEFAULT_URL, TRACKIO_PROJECT
 
     rows, records = [], []
     for example in a.examples:

@@ -10,10 +10,10 @@ from schemashift.report.analysis import (
     OVERALL,
     TRAINED_ON,
     Analysis,
-    ablation_groups,
     repeat_groups,
     smoothed,
 )
+from schemashift.report.comparisons import ablation_groups
 from schemashift.report.stats import MISSING_STAT, Stat, repeats_stat, standard_error, verdict
 from schemashift.report.tables.format import (
     MISSING,
