@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemashift.env.arms import DEFAULT_ARM
+
 
 @dataclass(frozen=True)
 class ScenarioInfo:
@@ -73,6 +75,8 @@ class Task:
     drift_plan: tuple[DriftSpec, ...]
     ground_truth: dict[str, Any]
     split: str | None = None
+    #: the arm it is played in (`env.arms`): a control task is its drift task with no plan
+    arm: str = DEFAULT_ARM
 
     def schedule(self) -> list[dict[str, Any]]:
         return [d.to_dict() for d in self.drift_plan]

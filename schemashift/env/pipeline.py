@@ -11,6 +11,7 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from schemashift.env.actions import Action, InvalidAction, parse_action
+from schemashift.env.arms import DEFAULT_ARM, check_arm
 from schemashift.env.episode import Episode
 from schemashift.env.frozen import KEPT, freeze, frozen_view
 
@@ -51,7 +52,11 @@ class StepPipeline:
         self._tool_names = frozenset(self.ruleset.tool_names)
         self._drift_kinds = frozenset(self.ruleset.drift_kinds)
 
-    def reset(self, scenario: str, seed: int = 0, *, episode_id: str | None = None) -> dict[str, Any]:
+    def reset(
+        self, scenario: str, seed: int = 0, *, episode_id: str | None = None, arm: str = DEFAULT_ARM
+    ) -> dict[str, Any]:
+        """Start an episode of (scenario, seed) in `arm` (`env.arms`: `control` plays it with its
+        drift plan off); returns the first observation."""
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed must be an integer, got {seed!r}")
         if not SEED_MIN <= seed <= SEED_MAX:
@@ -60,7 +65,7 @@ class StepPipeline:
                 f"seed must be between {SEED_MIN} and {SEED_MAX} (the records' int64 seed column), "
                 f"got a {seed.bit_length()}-bit integer"
             )
-        self.episode = self.ruleset.new_episode(scenario, seed, episode_id)
+        self.episode = self.ruleset.new_episode(scenario, seed, episode_id, arm=check_arm(arm))
         view = self.ruleset.observe(self.episode, "Episode started.")
         return _snapshot(view) if self.snapshots else view
 

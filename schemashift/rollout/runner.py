@@ -16,6 +16,7 @@ from typing import Any
 
 import schemashift
 from schemashift.env.actions import InvalidAction
+from schemashift.env.arms import DEFAULT_ARM
 from schemashift.env.rulesets import get_ruleset
 from schemashift.env.rulesets.base import RUBRIC_COLUMNS
 from schemashift.policies.base import Policy, complete_task
@@ -29,10 +30,13 @@ PARSE_ERROR_PREFIX = "Parse error \u2014 LLM output: "
 
 @dataclass(frozen=True)
 class Cell:
+    """One episode to play: (ruleset, scenario, seed, sample) in an arm (`env.arms`)."""
+
     ruleset: str
     scenario: str
     seed: int
     sample_index: int = 0
+    arm: str = DEFAULT_ARM
 
 
 @dataclass(frozen=True)

@@ -94,8 +94,8 @@ class CounterRuleset(Ruleset):
     def make_tools(self, task: Task) -> dict[str, Any]:
         return {"counter": Counter()}
 
-    def new_episode(self, scenario: str, seed: int, episode_id: str | None = None):
-        ep = super().new_episode(scenario, seed, episode_id)
+    def new_episode(self, scenario: str, seed: int, episode_id: str | None = None, *, arm: str = "drift"):
+        ep = super().new_episode(scenario, seed, episode_id, arm=arm)
         ep.extra.update(failed={}, recovered={}, completed=False)
         return ep
 

@@ -19,7 +19,10 @@ host's checkout (the image has no git).
 Stopping: SIGINT, SIGTERM or SIGHUP here remove the container at once. A watchdog process, in its
 own session so that signals aimed at the job's group pass it by, removes the container when this
 process or the Snakemake that started it disappears without this process finishing (Snakemake
-SIGKILLs its job shells on Ctrl-C; a SIGKILLed Snakemake takes no one down with it).
+SIGKILLs its job shells on Ctrl-C; a SIGKILLed Snakemake takes no one down with it). When the job
+ends, this process tells the watchdog through a pipe and waits for it rather than killing it: the
+watchdog may be removing the container at that moment (it kills the engine client first, which is
+what ends the job), and a watchdog killed before its `rm` left the container running.
 """
 
 import json
@@ -100,24 +103,27 @@ def remove(engine: str, name: str, patience_s: float = 60) -> None:
         time.sleep(0.5)
 
 
-def watchdog(engine: str, name: str, pids: list[int], client: int) -> None:
-    """In a forked child: wait until one of `pids` is gone, then stop the container. Never returns."""
+def watchdog(engine: str, name: str, pids: list[int], client: int, job_ended: int) -> None:
+    """In a forked child: wait until one of `pids` is gone, then stop the container; exit quietly
+    when `job_ended` (a pipe's read end) brings a byte, the job's own end. A bare end of file is
+    no such word: a killed job shell's pipe closes before its exit shows. Never returns."""
     os.setsid()
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     try:
         fds = [os.pidfd_open(pid) for pid in pids]
-        select.select(fds, [], [])
+        readable, _, _ = select.select([*fds, job_ended], [], [])
+        if readable == [job_ended] and os.read(job_ended, 1):
+            os._exit(0)
     except ProcessLookupError:
         pass  # already gone
-    finally:
-        try:
-            os.kill(client, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        remove(engine, name)
-        os._exit(0)
+    try:
+        os.kill(client, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    remove(engine, name)
+    os._exit(0)
 
 
 def main(argv: list[str]) -> int:
@@ -133,9 +139,12 @@ def main(argv: list[str]) -> int:
         os.environ[GIT_SHA_ENV] = sha
     snakemake = os.getppid()
     client = subprocess.Popen(run_command(record, name, command, os.getcwd()))
+    job_ended, tell_job_ended = os.pipe()
     guard = os.fork()
     if guard == 0:
-        watchdog(engine, name, [os.getppid(), snakemake], client.pid)
+        os.close(tell_job_ended)
+        watchdog(engine, name, [os.getppid(), snakemake], client.pid, job_ended)
+    os.close(job_ended)
 
     def stop(signum, frame):
         # No waiting here: the main thread may be inside client.wait(), whose lock it holds.
@@ -145,7 +154,7 @@ def main(argv: list[str]) -> int:
         os._exit(128 + signum)
 
     def finish(status: int):
-        os.kill(guard, signal.SIGKILL)
+        os.write(tell_job_ended, b"\n")
         os.waitpid(guard, 0)
         sys.exit(status)
 

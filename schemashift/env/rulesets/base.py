@@ -24,6 +24,7 @@ the records read them when it ends.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 from schemashift.env.actions import (
@@ -36,6 +37,7 @@ from schemashift.env.actions import (
     Action,
     InvalidAction,
 )
+from schemashift.env.arms import ARMS, DEFAULT_ARM, DRIFT, check_arm
 from schemashift.env.episode import DriftEvent, Episode, ScenarioInfo, Task
 
 #: a tool's answer: {"ok", "status", ...} as the ruleset's tools define it; None for steps with
@@ -75,6 +77,9 @@ class Ruleset:
     #: whether the seed draws the task instance; False: every seed of a scenario is the same task,
     #: so more seeds only repeat a stochastic policy's attempts (and a deterministic one's episode)
     seeds_vary_task: bool = True
+    #: the arms it plays (`env.arms`): the drift arm, and the control arm where its oracle and
+    #: grading hold without a drift plan
+    arms: tuple[str, ...] = ARMS
 
     # -- catalogue ------------------------------------------------------------------------------
     def scenarios(self) -> list[ScenarioInfo]:
@@ -122,9 +127,20 @@ class Ruleset:
         """Fresh tool objects of `task.tools`, by name, in their seeded state (`ep.tools`)."""
         raise NotImplementedError
 
-    def new_episode(self, scenario: str, seed: int, episode_id: str | None = None) -> Episode:
-        """A fresh episode (`Environment.reset`); a ruleset extends it to set up `ep.extra`."""
+    def arm_task(self, scenario: str, seed: int, arm: str = DEFAULT_ARM) -> Task:
+        """The task of (scenario, seed) as `arm` plays it: the control arm's is the same task
+        (world, text, ground truth, seed) with no drift plan. A ValueError for an arm the
+        ruleset does not play (`arms`)."""
+        if check_arm(arm) not in self.arms:
+            raise ValueError(f"ruleset {self.name} plays only the {', '.join(self.arms)} arm(s), not {arm!r}")
         task = self.build_task(scenario, seed)
+        return task if arm == DRIFT else replace(task, drift_plan=(), arm=arm)
+
+    def new_episode(
+        self, scenario: str, seed: int, episode_id: str | None = None, *, arm: str = DEFAULT_ARM
+    ) -> Episode:
+        """A fresh episode (`Environment.reset`) in `arm`; a ruleset extends it to set up `ep.extra`."""
+        task = self.arm_task(scenario, seed, arm)
         return Episode(task, episode_id or os.urandom(16).hex(), self.make_tools(task))
 
     # -- step pipeline ------------------------------------------------------------------------------

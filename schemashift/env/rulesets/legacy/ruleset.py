@@ -19,6 +19,7 @@ from schemashift.env.actions import (
     TOOL_CALL_TYPES,
     Action,
 )
+from schemashift.env.arms import DEFAULT_ARM, DRIFT
 from schemashift.env.episode import DriftEvent, DriftSpec, Episode, ScenarioInfo, Task
 from schemashift.env.frozen import EMPTY_LIST, FrozenDict, FrozenList, freeze
 from schemashift.env.rulesets.base import (
@@ -81,6 +82,8 @@ class LegacyRuleset(Ruleset):
     )
     invalid_actions_consume_step = False
     charges_tokens = False
+    #: the original has no control arm, and its published solutions are written for the drifted schemas
+    arms = (DRIFT,)
     seeds_vary_task = False
 
     def __init__(self) -> None:
@@ -118,8 +121,10 @@ class LegacyRuleset(Ruleset):
     def make_tools(self, task: Task) -> dict[str, Tool]:
         return {name: TOOL_CLASSES[name](task.seed_data.get(name)) for name in task.tools}
 
-    def new_episode(self, scenario: str, seed: int, episode_id: str | None = None) -> Episode:
-        ep = super().new_episode(scenario, seed, episode_id)
+    def new_episode(
+        self, scenario: str, seed: int, episode_id: str | None = None, *, arm: str = DEFAULT_ARM
+    ) -> Episode:
+        ep = super().new_episode(scenario, seed, episode_id, arm=arm)
         # Per-episode caches: parts of the observation that change rarely or never, and the
         # completion score, which only changes when the agent state does.
         task = ep.task

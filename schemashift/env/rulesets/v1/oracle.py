@@ -13,14 +13,14 @@ from schemashift.env.episode import DriftEvent, DriftSpec, Episode, Task
 from schemashift.env.pipeline import StepPipeline
 from schemashift.env.rulesets.base import Ruleset
 from schemashift.env.rulesets.v1.drifts import due_on_call
-from schemashift.env.rulesets.v1.tasks import build_task
 from schemashift.env.rulesets.v1.tools import WRITE_ENDPOINTS
 
 
 @lru_cache(maxsize=1024)
-def solution(ruleset_class: type[Ruleset], scenario: str, seed: int) -> tuple[dict[str, Any], ...]:
-    """The oracle's plan of (scenario, seed), played on the shared instance of `ruleset_class`."""
-    return tuple(play_oracle(oracle_ruleset(ruleset_class), build_task(scenario, seed)))
+def solution(ruleset_class: type[Ruleset], scenario: str, seed: int, arm: str) -> tuple[dict[str, Any], ...]:
+    """The oracle's plan of (scenario, seed) in `arm`, played on the shared instance of `ruleset_class`."""
+    ruleset = oracle_ruleset(ruleset_class)
+    return tuple(play_oracle(ruleset, ruleset.arm_task(scenario, seed, arm)))
 
 
 @lru_cache(maxsize=1)

@@ -26,6 +26,7 @@ from schemashift.env.actions import (
     Action,
     InvalidAction,
 )
+from schemashift.env.arms import DEFAULT_ARM
 from schemashift.env.episode import DriftEvent, Episode, ScenarioInfo, Task
 from schemashift.env.frozen import EMPTY_LIST, FrozenDict, FrozenList, freeze
 from schemashift.env.rulesets.base import Response, Ruleset, action_counts, drift_counts, drift_row
@@ -105,8 +106,10 @@ class V1Ruleset(Ruleset):
     def make_tools(self, task: Task) -> dict[str, Api]:
         return {name: API_CLASSES[name](task.seed_data[name]) for name in task.tools}
 
-    def new_episode(self, scenario: str, seed: int, episode_id: str | None = None) -> Episode:
-        return self.start(self.build_task(scenario, seed), episode_id)
+    def new_episode(
+        self, scenario: str, seed: int, episode_id: str | None = None, *, arm: str = DEFAULT_ARM
+    ) -> Episode:
+        return self.start(self.arm_task(scenario, seed, arm), episode_id)
 
     def start(self, task: Task, episode_id: str | None = None) -> Episode:
         """A fresh episode of a task instance."""
@@ -424,7 +427,7 @@ class V1Ruleset(Ruleset):
     def solution(self, task: Task) -> list[dict[str, Any]]:
         """The oracle's plan, written from the ground truth and the drift schedule (see
         `oracle.play_oracle`)."""
-        return copy.deepcopy(list(oracle.solution(V1Ruleset, task.scenario, task.seed)))
+        return copy.deepcopy(list(oracle.solution(V1Ruleset, task.scenario, task.seed, task.arm)))
 
 
 _DRIFT_KINDS_SHOWN = freeze(list(DRIFT_KINDS))
