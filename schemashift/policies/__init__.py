@@ -23,6 +23,7 @@ BUILTIN: dict[str, str | Factory] = {
     "oracle": "schemashift.policies.oracle:make",
     "random": "schemashift.policies.random_policy:make",
     "scripted": "schemashift.policies.scripted:make",
+    "scripted_oblivious": "schemashift.policies.scripted:make_oblivious",
 }
 #: name prefix -> "module:function" taking (spec after the prefix, ruleset) and returning a Policy
 PREFIXES: dict[str, str] = {

@@ -347,14 +347,15 @@ def test_type_checking_imports_are_not_followed(package):
 
 def test_a_policy_edit_changes_only_its_own_cells_digest(package):
     """The registry names every policy's module: only the edited one's cells rerun, and a policy
-    that imports it (scripted plays policy_aware's fallback on legacy) reruns with it."""
+    that imports it (scripted plays policy_aware's fallback on legacy) reruns with it, as does
+    scripted_oblivious, the same module configured without drift handling."""
     before, after = digests_after(package, "schemashift/policies/policy_aware.py")
     changed = {
         rule.removeprefix("cells/")
         for rule in before
         if rule.startswith("cells/") and before[rule] != after[rule]
     }
-    assert changed == {"policy_aware_heuristic", "scripted"}
+    assert changed == {"policy_aware_heuristic", "scripted", "scripted_oblivious"}
     others = [rule for rule in before if not rule.startswith("cells/")]
     assert {rule: after[rule] for rule in others} == {rule: before[rule] for rule in others}, "no other rule"
     before, after = digests_after(package, "schemashift/policies/base.py")

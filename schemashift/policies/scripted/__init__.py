@@ -32,6 +32,12 @@ the (JSON round-tripped) observation: the task text, the start-of-episode docume
   identified, and a write is retried only after a response that says it did not happen (an
   unclear one is checked against `known_state` first).
 
+The drift-oblivious variant (`scripted_oblivious`, `ScriptedPolicy(handles_drift=False)`) is
+this agent with all of the drift handling above switched off and nothing else: same plan,
+lookups, writes and completion, no inspection, no report, no call adapted, rerouted or waited,
+responses read as documented, a refused write lost. It solves the control arm (no drift) and
+fails under drift: the reference that shows what the arms measure. It plays v1 only.
+
 On another ruleset (legacy) it plays the policy-aware heuristic, so that a configuration that
 lists it among the baselines of every ruleset still plays the legacy cells (the embedded default
 lists it for v1 only, under `evaluation.v1.baselines`).
@@ -44,7 +50,16 @@ response records) and `policy` (`ScriptedPolicy`, which plays the plan).
 
 from schemashift.policies.scripted.ops import Op
 from schemashift.policies.scripted.plans import plan_task
-from schemashift.policies.scripted.policy import ScriptedPolicy, make
+from schemashift.policies.scripted.policy import OBLIVIOUS, ScriptedPolicy, make, make_oblivious
 from schemashift.policies.scripted.wording import TaskNotUnderstood, parse_slot
 
-__all__ = ["Op", "ScriptedPolicy", "TaskNotUnderstood", "make", "parse_slot", "plan_task"]
+__all__ = [
+    "OBLIVIOUS",
+    "Op",
+    "ScriptedPolicy",
+    "TaskNotUnderstood",
+    "make",
+    "make_oblivious",
+    "parse_slot",
+    "plan_task",
+]

@@ -125,6 +125,14 @@ def records(body: Any) -> list[dict[str, Any]]:
     return []
 
 
+def documented_records(doc: dict[str, Any], body: Any) -> list[dict[str, Any]]:
+    """The records of a list response read as the documentation shows it: the objects under the
+    key `doc`'s response shape types as a list (none where the body has no such list)."""
+    key = next((k for k, kind in (doc.get("response_shape") or {}).items() if kind == "list"), None)
+    found = body.get(key) if isinstance(body, dict) and key is not None else None
+    return [row for row in found if isinstance(row, dict)] if isinstance(found, list) else []
+
+
 def requested_value(note: str) -> str | None:
     """A value for a parameter the live contract added, as its note asks: the first enumerated
     value, or an address where it asks for one (None: the note names no value)."""

@@ -1,6 +1,14 @@
 """The scripted policy: it plays a task's plan call by call under the live contract, reads each
 response for facts and for drift, retries after what a failed call shows, and reports and
-completes (the package docstring tells the whole strategy)."""
+completes (the package docstring tells the whole strategy).
+
+`handles_drift=False` switches every piece of drift handling off and nothing else: the
+drift-oblivious variant (`scripted_oblivious`). It never inspects a schema, never reads a
+response for drift (headers, envelopes, error statuses, retirement messages) and so learns no
+route, rate limit or report; it reads a list response under its documented key and field names,
+renders every call under the documentation (its live contract is never replaced) and loses a
+write that is refused instead of looking into it, retrying it another way or taking its other
+route. The plan, the lookups, the writes and the completion are the same code."""
 
 from __future__ import annotations
 
@@ -15,6 +23,7 @@ from schemashift.policies.scripted.contract import (
     contract_changes,
     convert,
     documented_contacts,
+    documented_records,
     note_of,
     records,
     rename_pairs,
@@ -28,6 +37,8 @@ if TYPE_CHECKING:
     from schemashift.env.rulesets.base import Ruleset
 
 MAX_ATTEMPTS = 4
+#: the registry's name of the drift-oblivious configuration
+OBLIVIOUS = "scripted_oblivious"
 TOOL_WIDE = ("error_code_remap", "rate_limit_tightening")
 
 
@@ -36,9 +47,16 @@ class ScriptedPolicy:
 
     name = "scripted"
 
-    def __init__(self, ruleset: str = "v1") -> None:
+    def __init__(self, ruleset: str = "v1", *, handles_drift: bool = True) -> None:
         self.ruleset = ruleset
+        self.handles_drift = handles_drift
+        if not handles_drift:
+            self.name = OBLIVIOUS
         self._fallback = None
+        if ruleset != "v1" and not handles_drift:
+            # The fallback plays legacy with drift handling (policy-aware inspects, reports and
+            # retries), and legacy has no control arm for an oblivious agent to be measured on.
+            raise ValueError(f"{OBLIVIOUS} plays v1 only (ruleset {ruleset!r} has no control arm)")
         if ruleset != "v1":
             from schemashift.policies.policy_aware import PolicyAwareHeuristic
 
@@ -130,56 +148,84 @@ class ScriptedPolicy:
         body = response.get("body")
         if response["ok"]:
             self.accepted.setdefault(tool, []).append(step)
-            if "Deprecation" in headers:
-                link = re.search(r"<([^>]+)>", headers.get("Link", ""))
-                if link:
-                    self.route[(tool, canonical)] = link[1]
-                self._queue_report(tool, "endpoint_deprecation", canonical)
-            doc = self.docs[tool].get(canonical, {})
-            if isinstance(body, dict) and "meta" in body and "meta" not in doc.get("response_shape", {}):
-                self._queue_report(tool, "response_restructure", canonical)
+            if self.handles_drift:
+                self._drift_in_answer(tool, canonical, headers, body)
             op.state = "done"
             if op.on_ok is not None:
                 op.on_ok(self._unwrap(tool, canonical, body))
             return
         code = body.get("code") if isinstance(body, dict) else None
         message = str((body or {}).get("message", "")) if isinstance(body, dict) else ""
-        expected = LABEL_STATUS.get(code)
-        if expected is not None and response.get("status") != expected:
-            self._queue_report(tool, "error_code_remap", None)
-        if code == "rate_limited" or "Retry-After" in headers:
-            try:
-                wait = int(headers.get("Retry-After", 1))
-            except ValueError:
-                wait = 1
-            self.wait_until[tool] = step + max(1, wait)
-            limit = re.search(r"at most (\d+) call\(s\) per (\d+) steps", message)
-            if limit:
-                self.rate[tool] = (int(limit[1]), int(limit[2]))
-            self._queue_report(tool, "rate_limit_tightening", None)
+        if self.handles_drift and self._waits(tool, code, response, message, step):
             return
         self.accepted.setdefault(tool, []).append(step)
         op.attempts += 1
         if op.last_call is not None:
             op.failed.append(op.last_call)
-        if code == "endpoint_retired":
-            self._queue_report(tool, "endpoint_deprecation", canonical)
-            use = re.search(rf"use {re.escape(tool)}\.(\S+?) \(same parameters\)", message)
-            if use:
-                self.route[(tool, canonical)] = use[1]
-                return
-        if code == "endpoint_removed":
-            self._queue_report(tool, "tool_removal", canonical)
+        if not self.handles_drift:
+            # Drift-oblivious: a refused write is not looked into, varied or sent the other way.
+            op.state = "dropped"
+            return
+        if self._rerouted(op, tool, canonical, code, message):
+            return
         if op.attempts >= MAX_ATTEMPTS and not op.take_alt():
             return
         if tool not in self.inspect_next:
             self.inspect_next.append(tool)
 
+    def _drift_in_answer(self, tool: str, canonical: str, headers: dict[str, Any], body: Any) -> None:
+        """What an accepted call shows of drift: a deprecation (and its successor from the Link
+        header) or an envelope the documentation does not have."""
+        if "Deprecation" in headers:
+            link = re.search(r"<([^>]+)>", headers.get("Link", ""))
+            if link:
+                self.route[(tool, canonical)] = link[1]
+            self._queue_report(tool, "endpoint_deprecation", canonical)
+        doc = self.docs[tool].get(canonical, {})
+        if isinstance(body, dict) and "meta" in body and "meta" not in doc.get("response_shape", {}):
+            self._queue_report(tool, "response_restructure", canonical)
+
+    def _waits(self, tool: str, code: Any, response: dict[str, Any], message: str, step: int) -> bool:
+        """What a refused call's status shows of drift (an error code under another status, a
+        rate limit); True: the call waits out a rate limit and is made again as it was."""
+        headers = response.get("headers") or {}
+        expected = LABEL_STATUS.get(code)
+        if expected is not None and response.get("status") != expected:
+            self._queue_report(tool, "error_code_remap", None)
+        if code != "rate_limited" and "Retry-After" not in headers:
+            return False
+        try:
+            wait = int(headers.get("Retry-After", 1))
+        except ValueError:
+            wait = 1
+        self.wait_until[tool] = step + max(1, wait)
+        limit = re.search(r"at most (\d+) call\(s\) per (\d+) steps", message)
+        if limit:
+            self.rate[tool] = (int(limit[1]), int(limit[2]))
+        self._queue_report(tool, "rate_limit_tightening", None)
+        return True
+
+    def _rerouted(self, op: Op, tool: str, canonical: str, code: Any, message: str) -> bool:
+        """What a refused call's error shows of a retired or removed endpoint; True: the message
+        names the successor, which the next call takes."""
+        if code == "endpoint_retired":
+            self._queue_report(tool, "endpoint_deprecation", canonical)
+            use = re.search(rf"use {re.escape(tool)}\.(\S+?) \(same parameters\)", message)
+            if use:
+                self.route[(tool, canonical)] = use[1]
+                return True
+        if code == "endpoint_removed":
+            self._queue_report(tool, "tool_removal", canonical)
+        return False
+
     def _unwrap(self, tool: str, canonical: str, body: Any) -> Any:
         """A list response's records with their documented field names (search results only are
-        ever renamed); other bodies as they came."""
+        ever renamed); other bodies as they came. Drift-oblivious: the records under the
+        documented key, fields as they came."""
         if canonical not in ("search_contacts", "list_messages", "list_events"):
             return body
+        if not self.handles_drift:
+            return documented_records(self.docs[tool][canonical], body)
         found = records(body)
         if canonical != "search_contacts":
             return found
@@ -226,7 +272,8 @@ class ScriptedPolicy:
 
     # -- writing calls under the live contract ----------------------------------------------------
     def _render(self, tool: str, endpoint: str, params: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
-        """(live endpoint, canonical endpoint, live params) of a documented call."""
+        """(live endpoint, canonical endpoint, live params) of a documented call. Drift-oblivious,
+        the live contract stays the documentation and no route is learned: the documented call."""
         live = self.live[tool]
         canonical = endpoint
         entry = live.get(endpoint)
@@ -315,7 +362,7 @@ class ScriptedPolicy:
                 op.state = "dropped"
                 continue
             return self._call(op, params, observation)
-        if any(op.state == "todo" for op in self.ops):
+        if self.handles_drift and any(op.state == "todo" for op in self.ops):
             # Every remaining call waits for a rate limit: spend the step on a report or a look.
             if self.reports:
                 return self._report()
@@ -323,7 +370,7 @@ class ScriptedPolicy:
             return self._inspect(blocked)
         # Wrap up: inspect tools called since their last inspection, report, complete.
         spare = left - 1 - len(self.reports)
-        if spare >= 2:
+        if self.handles_drift and spare >= 2:
             for tool in self.last_call:
                 # A tool carries one tool-wide drift at most: once one is known, nothing else on
                 # it can stay hidden (drift on an endpoint shows in the calls to it).
@@ -370,3 +417,9 @@ def _known_total(observation: Observation) -> int:
 def make(ruleset: Ruleset) -> ScriptedPolicy:
     """The factory `schemashift.policies.BUILTIN` names for this policy."""
     return ScriptedPolicy(ruleset.name)
+
+
+def make_oblivious(ruleset: Ruleset) -> ScriptedPolicy:
+    """The factory `schemashift.policies.BUILTIN` names for `scripted_oblivious`: this policy with
+    its drift handling switched off (v1 only)."""
+    return ScriptedPolicy(ruleset.name, handles_drift=False)

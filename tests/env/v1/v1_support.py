@@ -6,7 +6,7 @@ import json
 import os
 from typing import Any
 
-from schemashift.env import Environment, Task
+from schemashift.env import DRIFT, Environment, Task
 from schemashift.env.rulesets import get_ruleset
 
 RULESET = get_ruleset("v1")
@@ -31,13 +31,25 @@ def play(scenario: str, seed: int, actions: list[Any], env: Environment | None =
     return RULESET.summary(env.episode)
 
 
-def play_policy(policy, scenario: str, seed: int, env: Environment | None = None) -> dict[str, Any]:
-    """Play a policy that sees every observation only after a JSON round trip."""
+def play_policy(
+    policy,
+    scenario: str,
+    seed: int,
+    env: Environment | None = None,
+    *,
+    arm: str = DRIFT,
+    actions: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Play a policy that sees every observation only after a JSON round trip, in `arm` of the
+    cell; its actions are appended to `actions` when given."""
     env = env or Environment(RULESET)
     policy.reset()
-    observation = env.reset(scenario, seed)
+    observation = env.reset(scenario, seed, arm=arm)
     while not observation["done"]:
-        observation, _ = env.step(policy.act(json.loads(json.dumps(observation))))
+        action = policy.act(json.loads(json.dumps(observation)))
+        if actions is not None:
+            actions.append(action)
+        observation, _ = env.step(action)
     return RULESET.summary(env.episode)
 
 
