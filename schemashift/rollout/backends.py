@@ -9,6 +9,7 @@ import time
 from typing import Any, Protocol
 
 from schemashift.env.actions import SUBOBJECT, InvalidAction
+from schemashift.env.arms import DEFAULT_ARM, check_arm
 from schemashift.env.environment import Environment, EpisodeStateError
 from schemashift.env.frozen import freeze, frozen_view
 from schemashift.env.rulesets import UnknownRuleset, get_ruleset
@@ -19,14 +20,16 @@ from schemashift.rollout.wire import ViewDecoder
 class EnvBackend(Protocol):
     """One episode at a time: reset, step until done, then `outcome()` for the records.
 
-    `outcome()` returns {"task": {tier, family, split, max_steps, ruleset_version, schedule},
+    `reset` plays the cell in `arm` (`env.arms`: `control` is the task with its drift plan off);
+    a backend that cannot play the arm raises ValueError, never plays another one.
+    `outcome()` returns {"task": {tier, family, split, max_steps, ruleset_version, schedule, arm},
     "summary": ruleset summary columns, "drifts": per-drift rows, "history": full step records}.
     Invalid actions on rulesets that reject them raise `schemashift.env.InvalidAction`.
     """
 
     name: str
 
-    def reset(self, ruleset: str, scenario: str, seed: int) -> dict[str, Any]: ...
+    def reset(self, ruleset: str, scenario: str, seed: int, arm: str = DEFAULT_ARM) -> dict[str, Any]: ...
 
     def step(self, action: Any, tokens_used: int = 0) -> tuple[dict[str, Any], dict[str, Any]]: ...
 
@@ -51,6 +54,7 @@ def outcome_of(rs: Any, ep: Any) -> dict[str, Any]:
             "max_steps": task.max_steps,
             "ruleset_version": rs.version,
             "schedule": task.schedule(),
+            "arm": task.arm,
         },
         "summary": rs.summary(ep),
         "drifts": rs.drift_outcomes(ep),
@@ -67,12 +71,12 @@ class InProcessBackend:
         self._envs: dict[str, Environment] = {}
         self._env: Environment | None = None
 
-    def reset(self, ruleset: str, scenario: str, seed: int) -> dict[str, Any]:
+    def reset(self, ruleset: str, scenario: str, seed: int, arm: str = DEFAULT_ARM) -> dict[str, Any]:
         env = self._envs.get(ruleset)
         if env is None:
             env = self._envs[ruleset] = Environment(get_ruleset(ruleset))
         self._env = env
-        return env.reset(scenario, seed)
+        return env.reset(scenario, seed, arm=arm)
 
     def step(self, action: Any, tokens_used: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
         return self._env.step(action, tokens_used)
@@ -138,10 +142,15 @@ class RemoteBackend:
         self.capacity_wait_s = capacity_wait_s
         self._ws: Any = None
         self._outcome: dict[str, Any] | None = None
+        self._arm = DEFAULT_ARM
         self._views = ViewDecoder()
 
-    def reset(self, ruleset: str, scenario: str, seed: int) -> dict[str, Any]:
+    def reset(self, ruleset: str, scenario: str, seed: int, arm: str = DEFAULT_ARM) -> dict[str, Any]:
+        """Start the cell on the server. The arm is sent only when it is not the default, so a
+        server older than arms still plays drift cells; asked for another arm, such a server
+        refuses the unknown parameter, raised here as a ValueError that says so."""
         self._outcome = None
+        self._arm = check_arm(arm)
         request = {
             "ruleset": ruleset,
             "scenario": scenario,
@@ -149,9 +158,19 @@ class RemoteBackend:
             "view_delta": True,
             "outcome": True,
         }
+        if arm != DEFAULT_ARM:
+            request["arm"] = arm
         if self.policy is not None:
             request["policy"] = self.policy
-        data = self._open_and_reset(request)
+        try:
+            data = self._open_and_reset(request)
+        except ValueError as exc:
+            if "arm" in request and "unknown reset parameters" in str(exc) and "'arm'" in str(exc):
+                raise ValueError(
+                    f"the server at {self.url} plays no arms (a version before them), so it cannot "
+                    f"play the {arm} arm: {exc}"
+                ) from None
+            raise
         # The decoder rebuilds later views from this one: the policy gets a frozen copy of it.
         return frozen_view(self._views.decode(data["observation"]["view_delta"]))
 
@@ -159,7 +178,7 @@ class RemoteBackend:
         data = self._request("step", {**wire_action(action), "tokens_used": tokens_used})
         observation = data["observation"]
         if data["done"]:
-            self._outcome = observation["outcome"]
+            self._outcome = self._checked(observation["outcome"])
         view = frozen_view(self._views.decode(observation["view_delta"]))
         return view, freeze(observation["reward_breakdown"])
 
@@ -167,6 +186,14 @@ class RemoteBackend:
         if self._outcome is None:
             raise EpisodeStateError("The remote episode has not finished; outcome() needs a done episode.")
         return self._outcome
+
+    def _checked(self, outcome: dict[str, Any]) -> dict[str, Any]:
+        """The outcome of the arm asked for: a server that played another one (an outcome
+        without `arm` comes from a server before arms, which played drift) is an error."""
+        played = outcome["task"].get("arm", DEFAULT_ARM)
+        if played != self._arm:
+            raise RemoteError(f"asked {self.url} for the {self._arm} arm, but it played the {played} arm")
+        return outcome
 
     def close(self) -> None:
         ws, self._ws = self._ws, None

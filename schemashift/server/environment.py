@@ -16,12 +16,14 @@ from openenv.core.env_server.types import EnvironmentMetadata
 
 import schemashift
 from schemashift.env import (
+    DEFAULT_ARM,
     Environment,
     EpisodeStateError,
     InvalidAction,
     UnknownRuleset,
     UnknownScenario,
     available_rulesets,
+    check_arm,
     get_ruleset,
 )
 from schemashift.rollout.backends import episode_outcome
@@ -54,7 +56,7 @@ def request_error(exc: Exception) -> RequestError:
 
 
 class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftObservation, SchemaShiftState]):
-    """reset(scenario, seed, ruleset) / step(action) for one session; no state shared between sessions."""
+    """reset(scenario, seed, ruleset, arm) / step(action) for one session; nothing shared between sessions."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
@@ -80,21 +82,25 @@ class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftOb
         outcome: bool = False,
         policy: str | None = None,
         harness: str | None = None,
+        arm: str | None = None,
         **kwargs: Any,
     ) -> SchemaShiftObservation:
-        """Start an episode. `view_delta=True` makes this session's observations deltas;
+        """Start an episode in `arm` (`env.arms`; default drift: `control` plays the task with its
+        drift plan off). `view_delta=True` makes this session's observations deltas;
         `outcome=True` adds the records' outcome to the episode's last observation; `policy` and
-        `harness` name the client in the records of a recording server."""
+        `harness` name the client in the records of a recording server. A refused reset leaves
+        the session's episode as it was."""
         self._check_open()
         if kwargs:
             raise RequestError(
                 "ValueError",
                 f"unknown reset parameters {sorted(kwargs)}; "
-                "expected scenario, seed, ruleset, episode_id, view_delta, outcome, policy, harness",
+                "expected scenario, seed, ruleset, arm, episode_id, view_delta, outcome, policy, harness",
             )
         try:
             policy = check_name("policy", DEFAULT_POLICY if policy is None else policy)
             harness = None if harness is None else check_name("harness", harness)
+            arm = check_arm(DEFAULT_ARM if arm is None else arm)
         except ValueError as exc:
             raise request_error(exc) from None
         for name, flag in (("view_delta", view_delta), ("outcome", outcome)):
@@ -115,7 +121,7 @@ class SchemaShiftEnvironment(OpenEnvEnvironment[SchemaShiftAction, SchemaShiftOb
                 scenario = env.ruleset.scenario_ids()[0]
             elif not isinstance(scenario, str):
                 raise ValueError(f"scenario must be a string, got {type(scenario).__name__}")
-            view = env.reset(scenario, 0 if seed is None else seed, episode_id=episode_id)
+            view = env.reset(scenario, 0 if seed is None else seed, episode_id=episode_id, arm=arm)
         except (UnknownRuleset, UnknownScenario, ValueError) as exc:
             raise request_error(exc) from None
         self._end_played()

@@ -3,8 +3,9 @@
 OpenEnv's own `/mcp` route speaks JSON-RPC without the MCP handshake, so standard MCP clients
 cannot use it; this is a FastMCP server (streamable HTTP) mounted in the same app. Its tools:
 
-- `reset(scenario, seed, ruleset, policy)` starts an episode and returns the first observation
-  (`policy`: the name a recording server records the episode under);
+- `reset(scenario, seed, ruleset, policy, arm)` starts an episode and returns the first
+  observation (`policy`: the name a recording server records the episode under; `arm`: drift,
+  the default, or control, the task with its drift plan off);
 - one tool per endpoint in the documentation the ruleset shows the agent, named
   `<tool>__<endpoint>`, with a JSON schema built from that documentation (the same function
   definitions as the `tools` harness's, `schemashift.policies.llm.functions`) (legacy: the live
@@ -32,7 +33,7 @@ from fastmcp.server.providers import Provider
 from fastmcp.tools import Tool
 from fastmcp.tools.base import ToolResult
 
-from schemashift.env import Environment, EpisodeStateError, InvalidAction, get_ruleset
+from schemashift.env import DEFAULT_ARM, Environment, EpisodeStateError, InvalidAction, check_arm, get_ruleset
 from schemashift.policies.llm.functions import ENDPOINT_SEPARATOR, endpoint_schema, function_name
 from schemashift.server.environment import DEFAULT_RULESET, request_error
 from schemashift.server.recording import DEFAULT_POLICY, EpisodeStore, ServedEpisode, check_name
@@ -72,13 +73,21 @@ class McpEpisode:
         self.docs = None
 
     def reset(
-        self, scenario: str | None, seed: int, ruleset: str, policy: str = DEFAULT_POLICY
+        self,
+        scenario: str | None,
+        seed: int,
+        ruleset: str,
+        policy: str = DEFAULT_POLICY,
+        arm: str = DEFAULT_ARM,
     ) -> dict[str, Any]:
+        """Start an episode; a refused one (a ValueError, an unknown ruleset or scenario) leaves
+        the session's episode as it was."""
         policy = check_name("policy", policy)
+        arm = check_arm(arm)
         env = self.envs.get(ruleset)
         if env is None:
             env = self.envs[ruleset] = Environment(get_ruleset(ruleset))
-        view = env.reset(env.ruleset.scenario_ids()[0] if scenario is None else scenario, seed)
+        view = env.reset(env.ruleset.scenario_ids()[0] if scenario is None else scenario, seed, arm=arm)
         self.end_recorded()
         self.env = env
         if self.store is not None:
@@ -271,9 +280,11 @@ def build_mcp(idle_timeout_s: float | None = None, store: EpisodeStore | None = 
         seed: int = 0,
         ruleset: str = DEFAULT_RULESET,
         policy: str = DEFAULT_POLICY,
+        arm: str = DEFAULT_ARM,
     ) -> dict:
         """Start an episode of `scenario` (default: the ruleset's first) with `seed` under `ruleset`;
-        `policy` names you (your agent or model) in the records of a recording server.
+        `policy` names you (your agent or model) in the records of a recording server; `arm` is
+        `drift` (the default) or `control` (the same task with no schema drift).
 
         Returns the first observation: the task, its success criteria and the API documentation.
         """
@@ -281,7 +292,7 @@ def build_mcp(idle_timeout_s: float | None = None, store: EpisodeStore | None = 
         if episode is None:
             raise ToolError("SessionError: this request belongs to no MCP session")
         try:
-            view = episode.reset(scenario, seed, ruleset, policy)
+            view = episode.reset(scenario, seed, ruleset, policy, arm)
         except (KeyError, ValueError) as exc:
             raise ToolError(str(request_error(exc))) from None
         episode.docs = episode.documentation()

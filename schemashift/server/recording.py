@@ -2,7 +2,7 @@
 
 Each episode is its own result set (`rollout.resultset`: episodes, drifts, trajectories, the
 episodes file renamed into place last) in `DIR/<ruleset>/<policy>/<scenario>/seed-<n>/sample-<k>/`
-(a `/` in the policy name is written `%2F`),
+(a `/` in the policy name is written `%2F`; the control arm's episodes in `seed-<n>/control/`),
 written when the episode ends, so a killed server loses at most the episodes in flight and leaves
 no torn set. `k` is the first sample folder not yet made (claimed by `mkdir`, so two sessions,
 or two servers, never share one). `schemashift aggregate --cells DIR` and the report read the
@@ -16,11 +16,12 @@ import re
 import time
 import urllib.parse
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from schemashift import provenance
-from schemashift.env import Environment
+from schemashift.env import DEFAULT_ARM, Environment
 from schemashift.rollout.backends import outcome_of
 from schemashift.rollout.runner import Cell, SweepContext, episode_result, write_results
 
@@ -59,10 +60,13 @@ class EpisodeStore:
         return ServedEpisode(self, env, context)
 
     def claim(self, cell: Cell, policy: str) -> tuple[Path, int]:
-        """A fresh sample folder of the cell and its sample index (the first folder not yet made)."""
+        """A fresh sample folder of the cell and its sample index (the first folder not yet made
+        in the cell's arm)."""
         # one folder per policy, however many slashes its name has
         folder = urllib.parse.quote(policy, safe=":+@")
         cell_dir = self.directory / cell.ruleset / folder / cell.scenario / f"seed-{cell.seed}"
+        if cell.arm != DEFAULT_ARM:  # numbered apart, so that sample k of both arms is a pair
+            cell_dir /= cell.arm
         cell_dir.mkdir(parents=True, exist_ok=True)
         sample = 0
         while True:
@@ -80,7 +84,7 @@ class ServedEpisode:
         # the episode itself, not the environment: a reset replaces it before it is written
         self.store, self.ruleset, self.episode, self.context = store, env.ruleset, env.episode, context
         task = self.episode.task
-        self.cell = Cell(self.ruleset.name, task.scenario, task.seed)
+        self.cell = Cell(self.ruleset.name, task.scenario, task.seed, arm=task.arm)
         self.started = time.perf_counter()
         self.per_step: list[dict[str, Any]] = []
         self.written = False
@@ -100,7 +104,7 @@ class ServedEpisode:
         wall_s = time.perf_counter() - self.started
         try:
             folder, sample = self.store.claim(self.cell, self.context.policy)
-            cell = Cell(self.cell.ruleset, self.cell.scenario, self.cell.seed, sample)
+            cell = replace(self.cell, sample_index=sample)
             outcome = outcome_of(self.ruleset, self.episode)
             result = episode_result(
                 outcome, cell, self.context, self.per_step, wall_s, tokens=(None, None), parse_failures=None

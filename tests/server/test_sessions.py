@@ -10,6 +10,7 @@ import httpx
 import pytest
 from server_support import Session, as_written, running_server
 
+from schemashift.env.arms import DEFAULT_ARM
 from schemashift.env.rulesets import available_rulesets, get_ruleset
 from schemashift.policies import make_policy
 from schemashift.rollout.backends import InProcessBackend, RemoteBackend
@@ -25,8 +26,8 @@ class BarrierBackend(RemoteBackend):
         super().__init__(url)
         self.barrier = barrier
 
-    def reset(self, ruleset, scenario, seed):
-        observation = super().reset(ruleset, scenario, seed)
+    def reset(self, ruleset, scenario, seed, arm=DEFAULT_ARM):
+        observation = super().reset(ruleset, scenario, seed, arm)
         self.barrier.wait(timeout=60)
         return observation
 
