@@ -17,6 +17,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -100,6 +101,10 @@ def served_model(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     return target
 
 
+#: a tool-call region as Qwen2's template writes it, up to its close tag or the end of the text
+TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -147,6 +152,21 @@ def evaluate(policy: str, harness: str, out: Path, *options: str) -> tuple[list[
     return rows, trajectories
 
 
+def unparsable_tool_calls(trajectories: list[dict]) -> list[str]:
+    """The `<tool_call>` regions of the model's texts that are not JSON. The served model is
+    trained in the test run, on this machine's floating point, so whether it writes one (e.g. an
+    opened tool call closed by the end of turn) varies between machines."""
+    broken = []
+    for trajectory in trajectories:
+        for step in trajectory["steps"]:
+            for region in TOOL_CALL.findall(step.get("text") or ""):
+                try:
+                    json.loads(region)
+                except ValueError:
+                    broken.append(region)
+    return broken
+
+
 @pytest.mark.parametrize("harness", ["default", "tools"])
 def test_a_served_model_plays_as_the_same_model_in_process(
     harness: str, served_model: Path, server: str, tmp_path: Path, monkeypatch
@@ -158,6 +178,12 @@ def test_a_served_model_plays_as_the_same_model_in_process(
     started = time.monotonic()
     local, local_steps = evaluate(f"hf:{served_model}", harness, tmp_path / "hf", "--dtype", "float64")
     print(f"\n{harness}: hf {time.monotonic() - started:.1f} s")
+    broken = unparsable_tool_calls(local_steps)
+    if broken:
+        pytest.skip(
+            "transformers serve 5.24 answers HTTP 500 when a model's tool-call region is not JSON "
+            f"(its response parser raises); the model trained here wrote {broken[0]!r}"
+        )
     for stream in ([], ["--stream"]):
         received.clear()
         started = time.monotonic()
