@@ -106,3 +106,29 @@ def test_legacy_plays_only_the_drift_arm():
     with pytest.raises(ValueError, match="ruleset legacy plays only the drift arm"):
         env.reset("E1_onboard_new_hire", 0, arm=CONTROL)
     assert env.episode is running and env.ruleset.arms == (DRIFT,)
+
+
+def test_nothing_tells_the_arms_apart_before_a_drift_fires():
+    """A search: random agents play a cell in both arms with the same actions; every observation
+    is the same in both until the drift arm's first drift fires."""
+    rs = get_ruleset("v1")
+    envs = {arm: Environment(rs) for arm in ARMS}
+    draw = random.Random(4417)
+    compared = 0
+    for scenario in rs.scenario_ids():
+        for seed in draw.sample(range(300, 60000), 15):
+            agent = make_policy("random", rs)
+            agent.reset()
+            views = {arm: envs[arm].reset(scenario, seed, arm=arm) for arm in ARMS}
+            while not views[DRIFT]["done"]:
+                assert _without_id(views[DRIFT]) == _without_id(views[CONTROL]), (scenario, seed)
+                compared += 1
+                action = agent.act(views[DRIFT])
+                views = {arm: envs[arm].step(action)[0] for arm in ARMS}
+                if any(drift.fired for drift in envs[DRIFT].episode.drifts):
+                    break
+    assert compared > 6 * 15
+
+
+def _without_id(view: dict) -> dict:
+    return {key: value for key, value in view.items() if key != "episode_id"}
