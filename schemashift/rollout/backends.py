@@ -9,6 +9,7 @@ import time
 from typing import Any, Protocol
 
 from schemashift.env.actions import SUBOBJECT, InvalidAction
+from schemashift.env.arms import DEFAULT_ARM
 from schemashift.env.environment import Environment, EpisodeStateError
 from schemashift.env.frozen import freeze, frozen_view
 from schemashift.env.rulesets import UnknownRuleset, get_ruleset
@@ -67,12 +68,12 @@ class InProcessBackend:
         self._envs: dict[str, Environment] = {}
         self._env: Environment | None = None
 
-    def reset(self, ruleset: str, scenario: str, seed: int) -> dict[str, Any]:
+    def reset(self, ruleset: str, scenario: str, seed: int, arm: str = DEFAULT_ARM) -> dict[str, Any]:
         env = self._envs.get(ruleset)
         if env is None:
             env = self._envs[ruleset] = Environment(get_ruleset(ruleset))
         self._env = env
-        return env.reset(scenario, seed)
+        return env.reset(scenario, seed, arm=arm)
 
     def step(self, action: Any, tokens_used: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
         return self._env.step(action, tokens_used)
