@@ -1,16 +1,16 @@
 """The cell arguments that `run` and `eval` share (`--ruleset`, `--scenarios`, `--seeds`,
-`--split`, `--compositions`, `--samples`) and the cells they select (`rollout.selection`); the
+`--split`, `--compositions`, `--samples`, `--arms`) and the cells they select (`rollout.selection`); the
 path options of the report verbs (`add_path_options`) and their Trackio `--project`.
 """
 
 from __future__ import annotations
 
 from schemashift.cli import CliError
-from schemashift.rollout.selection import CellSelectionError, select_cells
+from schemashift.rollout.selection import CellSelectionError, parse_arms, select_cells
 
 
 def add_cell_arguments(parser) -> None:
-    """--ruleset, --scenarios, --seeds, --split, --compositions and --samples (run and eval)."""
+    """--ruleset, --scenarios, --seeds, --split, --compositions, --samples and --arms (run and eval)."""
     parser.add_argument("--ruleset", default="legacy", help="ruleset to play (default: %(default)s)")
     parser.add_argument(
         "--scenarios", default="all", help="'all' or a comma list of scenario ids (default: %(default)s)"
@@ -32,6 +32,13 @@ def add_cell_arguments(parser) -> None:
         help="with --scenarios all, also play the ruleset's generated cross-tool compositions",
     )
     parser.add_argument("--samples", type=int, default=1, help="episodes per (scenario, seed) (default: 1)")
+    parser.add_argument(
+        "--arms",
+        default="drift",
+        help="comma list of the arms each cell is played in: drift (its drift plan), control (the same "
+        "task with no drift); an arm the ruleset does not play is an error (legacy: drift only) "
+        "(default: %(default)s)",
+    )
 
 
 def cells_of(args, ruleset) -> tuple[list[str], list[int]]:
@@ -40,6 +47,14 @@ def cells_of(args, ruleset) -> tuple[list[str], list[int]]:
         raise CliError(f"--samples must be at least 1, got {args.samples}")
     try:
         return select_cells(ruleset, args.scenarios, args.seeds, args.split, args.compositions)
+    except CellSelectionError as exc:
+        raise CliError(str(exc)) from None
+
+
+def arms_of(args, ruleset) -> list[str]:
+    """The arms of a verb's `--arms`, checked against what the ruleset plays."""
+    try:
+        return parse_arms(args.arms, ruleset)
     except CellSelectionError as exc:
         raise CliError(str(exc)) from None
 

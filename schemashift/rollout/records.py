@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
-RECORD_SCHEMA_VERSION = 4
+RECORD_SCHEMA_VERSION = 5
+#: what each version changed, newest first (docs/records.md shows it)
+CHANGES = {
+    5: "the `arm` column (episodes, drifts and trajectories): `drift` or `control` (`schemashift.env.arms`); "
+    "rows of version 4 and older carry none and were all played in the drift arm, so readers take a missing "
+    "arm as `drift` (`read_arm`).",
+}
 
 #: schema metadata keys (Parquet files carry them in their footer)
 VERSION_KEY = "schemashift.record_version"
@@ -71,6 +77,12 @@ _CHECKPOINT_STEP = (
 _SCENARIO = ("scenario", "string", "Scenario id.")
 _SEED = ("seed", "int64", "Seed the task instance was drawn with.")
 _SAMPLE_INDEX = ("sample_index", "int32", "Index of the sample when a (scenario, seed) is run repeatedly.")
+_ARM = (
+    "arm",
+    "string",
+    "Arm the episode was played in: `drift` (the task with its drift plan) or `control` (the same world, "
+    "task text and seed with the drift plan off); the paired difference is what drift costs.",
+)
 _CONFIG_HASH = ("config_hash", "string", "Digest of the resolved run configuration.")
 _GIT_SHA = ("git_sha", "string", "Commit of the code that wrote the row.")
 _IMAGE = (
@@ -98,6 +110,7 @@ EPISODE_COLUMNS = _columns(
     _SEED,
     ("split", "string", "Seed split (e.g. train, eval) the seed belongs to."),
     _SAMPLE_INDEX,
+    _ARM,
     ("status", "string", "graded: the episode ran and was scored; infra_error: it could not be scored."),
     ("error", "string", "Error message of an infra_error episode."),
     ("success", "bool", "Whether the ruleset counts the episode as solved."),
@@ -145,6 +158,7 @@ DRIFT_COLUMNS = _columns(
     _SCENARIO,
     _SEED,
     _SAMPLE_INDEX,
+    _ARM,
     ("drift_index", "int32", "Position of the drift in the episode's drift plan."),
     ("kind", "string", "Drift kind, e.g. field_rename."),
     ("tool", "string", "Tool the drift changes."),
@@ -348,9 +362,22 @@ def _table_name(columns: tuple[Column, ...]) -> str | None:
     return None
 
 
+def read_arm(row: Mapping[str, Any]) -> str:
+    """The arm of a stored row or trajectory: its `arm`, or `drift` where it has none (written
+    before version 5, when every episode was played in the drift arm)."""
+    from schemashift.env.arms import DEFAULT_ARM, check_arm
+
+    arm = row.get("arm")
+    return DEFAULT_ARM if arm is None else check_arm(arm)
+
+
 def column_docs() -> str:
     """Markdown reference of every table and column, for generated documentation."""
     lines = [f"Record schema version {RECORD_SCHEMA_VERSION}. Every column is nullable; null means unknown."]
+    lines += ["", "What changed:", ""]
+    lines += [
+        f"- version {version}: {_escape(text)}" for version, text in sorted(CHANGES.items(), reverse=True)
+    ]
     for table, columns in TABLES.items():
         lines += ["", f"## {table}", "", "| column | type | description |", "| --- | --- | --- |"]
         lines += [f"| `{c.name}` | {c.type} | {_escape(c.doc)} |" for c in columns]

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from schemashift.env.actions import InvalidAction
+from schemashift.env.arms import DEFAULT_ARM
 from schemashift.env.environment import Environment
 from schemashift.env.rulesets import get_ruleset
 from schemashift.rollout.runner import FINAL_KEYS, Cell, EpisodeRecorder, EpisodeResult, SweepContext
@@ -23,14 +24,15 @@ def replay(
     seed: int,
     actions: Iterable[Any],
     tokens_used: Iterable[int] | None = None,
+    arm: str = DEFAULT_ARM,
 ) -> dict[str, Any]:
-    """Play `actions` in order from reset; actions left after the episode ends are listed as ignored
+    """Play `actions` in order from reset in `arm`; actions left after the episode ends are listed as ignored
     with their 1-based position, as errors name them.
 
     Returns {"steps": [{step, action, response, feedback, reward}], "final": {...}, "ignored": [...]}.
     """
     env = Environment(get_ruleset(ruleset))
-    env.reset(scenario, seed)
+    env.reset(scenario, seed, arm=arm)
     charges = list(tokens_used) if tokens_used is not None else None
     ignored = []
     for index, action in enumerate(actions):
@@ -82,7 +84,12 @@ def trajectory_actions(trajectory: dict[str, Any]) -> tuple[list[Any], list[int]
 
 
 def record_actions(
-    ruleset: str, scenario: str, seed: int, actions: Iterable[Any], context: SweepContext
+    ruleset: str,
+    scenario: str,
+    seed: int,
+    actions: Iterable[Any],
+    context: SweepContext,
+    arm: str = DEFAULT_ARM,
 ) -> EpisodeResult:
     """The records of an episode played elsewhere, from its actions in order: the episode row,
     drift rows and trajectory the runner's own bookkeeping (`EpisodeRecorder`) writes for any
@@ -90,7 +97,7 @@ def record_actions(
     is recorded as it stands (not done, so not a success)."""
     from schemashift.rollout.backends import InProcessBackend
 
-    recorder = EpisodeRecorder(InProcessBackend(), Cell(ruleset, scenario, seed), context)
+    recorder = EpisodeRecorder(InProcessBackend(), Cell(ruleset, scenario, seed, arm=arm), context)
     observation = recorder.start()
     for action in actions:
         if observation["done"]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import schemashift
 from schemashift.env.actions import InvalidAction
-from schemashift.env.arms import DEFAULT_ARM
+from schemashift.env.arms import DEFAULT_ARM, check_arm
 from schemashift.env.rulesets import get_ruleset
 from schemashift.env.rulesets.base import RUBRIC_COLUMNS
 from schemashift.policies.base import Policy, complete_task
@@ -65,15 +65,22 @@ class EpisodeResult:
 
 
 def cells(
-    rulesets: Iterable[str], scenarios: Iterable[str], seeds: Iterable[int], samples: int = 1
+    rulesets: Iterable[str],
+    scenarios: Iterable[str],
+    seeds: Iterable[int],
+    samples: int = 1,
+    arms: Iterable[str] = (DEFAULT_ARM,),
 ) -> list[Cell]:
-    scenarios, seeds = list(scenarios), list(seeds)
+    """Every (ruleset, scenario, seed, sample) in every arm; the arms of one (scenario, seed,
+    sample) are next to each other, so a paired comparison finds both halves together."""
+    scenarios, seeds, arms = list(scenarios), list(seeds), [check_arm(arm) for arm in arms]
     return [
-        Cell(ruleset, scenario, seed, sample)
+        Cell(ruleset, scenario, seed, sample, arm)
         for ruleset in rulesets
         for scenario in scenarios
         for seed in seeds
         for sample in range(samples)
+        for arm in arms
     ]
 
 
@@ -92,6 +99,7 @@ def _identity(cell: Cell, context: SweepContext) -> dict[str, Any]:
         "scenario": cell.scenario,
         "seed": cell.seed,
         "sample_index": cell.sample_index,
+        "arm": cell.arm,
     }
 
 
@@ -109,7 +117,10 @@ class EpisodeRecorder:
 
     def start(self) -> dict[str, Any]:
         self.charge = get_ruleset(self.cell.ruleset).charges_tokens
-        return self.backend.reset(self.cell.ruleset, self.cell.scenario, self.cell.seed)
+        cell = self.cell
+        if cell.arm == DEFAULT_ARM:
+            return self.backend.reset(cell.ruleset, cell.scenario, cell.seed)
+        return self.backend.reset(cell.ruleset, cell.scenario, cell.seed, arm=cell.arm)
 
     def apply(
         self,
@@ -225,6 +236,7 @@ def episode_result(
             "scenario",
             "seed",
             "sample_index",
+            "arm",
         )
     }
     drifts = [{**drift_keys, **row} for row in outcome["drifts"]]

@@ -85,6 +85,32 @@ def parse_scenarios(text: str, available: Sequence[str]) -> list[str]:
     return scenarios
 
 
+def parse_arms(arms: str | Sequence[str], ruleset) -> list[str]:
+    """The arms (`schemashift.env.arms`) a comma list `drift,control` or a list names, in the
+    order given. An unknown arm, an arm named twice, none at all, or an arm the ruleset does not
+    play (`Ruleset.arms`: legacy plays only drift) raise CellSelectionError."""
+    from schemashift.env.arms import check_arm
+
+    items = [item.strip() for item in arms.split(",")] if isinstance(arms, str) else list(arms)
+    if not items or items == [""]:
+        raise CellSelectionError("--arms: no arm given")
+    chosen: list[str] = []
+    for item in items:
+        try:
+            check_arm(item)
+        except ValueError as exc:
+            raise CellSelectionError(f"--arms: {exc}") from None
+        if item in chosen:
+            raise CellSelectionError(f"--arms: arm {item!r} is named twice")
+        if item not in ruleset.arms:
+            raise CellSelectionError(
+                f"--arms: ruleset {ruleset.name!r} does not play the {item} arm "
+                f"(its arms: {', '.join(ruleset.arms)})"
+            )
+        chosen.append(item)
+    return chosen
+
+
 #: Seeds of --split when --seeds is not given.
 DEFAULT_SPLIT_SEEDS = 5
 

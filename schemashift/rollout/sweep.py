@@ -2,7 +2,8 @@
 continues where it stopped.
 
 `OUT/progress/<ruleset>/<scenario>/seed-<n>/sample-<k>.json` holds one cell's record, drift rows
-and trajectory, written atomically; a rerun plays only the cells not yet graded (infra_error
+and trajectory (`sample-<k>.control.json` the same cell in the control arm), written atomically;
+a rerun plays only the cells not yet graded (infra_error
 cells are retried) and then writes the result set from all cells. `OUT/<pin file>` pins the
 sweep's run id and configuration digest: a different configuration in the same folder is
 refused, so cells of two configurations never mix.
@@ -17,8 +18,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from schemashift.env.arms import DEFAULT_ARM, check_arm
 from schemashift.rollout import io, resultset
-from schemashift.rollout.records import RECORD_SCHEMA_VERSION
+from schemashift.rollout.records import RECORD_SCHEMA_VERSION, read_arm
 from schemashift.rollout.runner import Cell, EpisodeResult
 
 PROGRESS = "progress"
@@ -28,8 +30,11 @@ class SweepConflict(ValueError):
     """The output folder holds a sweep of another configuration or run, or an unreadable pin."""
 
 
-def cell_name(ruleset: str, scenario: str, seed: int, sample_index: int) -> str:
-    return f"{ruleset}/{scenario}/seed-{seed}/sample-{sample_index}.json"
+def cell_name(ruleset: str, scenario: str, seed: int, sample_index: int, arm: str = DEFAULT_ARM) -> str:
+    """Where a cell's progress is kept: the drift arm's name is the one every cell had before
+    arms existed, any other arm's carries the arm (`sample-0.control.json`)."""
+    suffix = "" if check_arm(arm) == DEFAULT_ARM else f".{arm}"
+    return f"{ruleset}/{scenario}/seed-{seed}/sample-{sample_index}{suffix}.json"
 
 
 class ResumableSweep:
@@ -84,11 +89,14 @@ class ResumableSweep:
         cell kept by an older version of the records is played again)."""
         done = {}
         for position, cell in enumerate(cells):
-            stored = self._load(cell_name(cell.ruleset, cell.scenario, cell.seed, cell.sample_index))
+            stored = self._load(
+                cell_name(cell.ruleset, cell.scenario, cell.seed, cell.sample_index, cell.arm)
+            )
             if (
                 stored is not None
                 and stored.record.get("status") == "graded"
                 and stored.record.get("record_version") == RECORD_SCHEMA_VERSION
+                and read_arm(stored.record) == cell.arm
             ):
                 done[position] = stored
         return done
@@ -96,7 +104,9 @@ class ResumableSweep:
     def persist(self, result: EpisodeResult) -> None:
         """Keep one cell's result as it lands."""
         record = result.record
-        name = cell_name(record["ruleset"], record["scenario"], record["seed"], record["sample_index"])
+        name = cell_name(
+            record["ruleset"], record["scenario"], record["seed"], record["sample_index"], read_arm(record)
+        )
         io.write_json(
             self.progress / name,
             {"record": record, "drifts": result.drifts, "trajectory": result.trajectory},

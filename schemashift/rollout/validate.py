@@ -21,9 +21,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from schemashift.env.arms import DEFAULT_ARM
 from schemashift.env.rulesets import UnknownRuleset, get_ruleset
 from schemashift.rollout import io, resultset
 from schemashift.rollout.backends import InProcessBackend
+from schemashift.rollout.records import read_arm
 from schemashift.rollout.replay import ReplayError, trajectory_actions
 from schemashift.rollout.runner import Cell, EpisodeRecorder, SweepContext
 
@@ -39,6 +41,7 @@ IDENTITY = (
     "scenario",
     "seed",
     "sample_index",
+    "arm",
 )
 #: columns the policy side or the machine measured, which a replay cannot give again
 NOT_REGRADED = frozenset({"wall_s", "tokens_in", "tokens_out", "parse_failures", "env_version"})
@@ -87,7 +90,9 @@ def describe(row: dict[str, Any]) -> str:
         subject += f" ({row['train_run']} step {row.get('checkpoint_step')})"
     if row.get("harness") is not None:
         subject += f" [{row['harness']}]"
-    return f"{row['ruleset']}/{subject}/{row['scenario']} seed {row['seed']} sample {row['sample_index']}"
+    arm = read_arm(row)
+    where = f"{row['ruleset']}/{subject}/{row['scenario']} seed {row['seed']} sample {row['sample_index']}"
+    return where if arm == DEFAULT_ARM else f"{where} ({arm} arm)"
 
 
 def regrade(directory: Path, rows: list[dict[str, Any]]) -> Iterator[str]:
@@ -137,7 +142,7 @@ def replay_row(row: dict[str, Any], trajectory: dict[str, Any]) -> Any:
             f"{ruleset.version}"
         )
     context = SweepContext(**{name: row.get(name) for name in SweepContext.__dataclass_fields__})
-    cell = Cell(row["ruleset"], row["scenario"], row["seed"], row["sample_index"])
+    cell = Cell(row["ruleset"], row["scenario"], row["seed"], row["sample_index"], read_arm(row))
     actions, tokens = trajectory_actions(trajectory)
     recorder = EpisodeRecorder(InProcessBackend(), cell, context)
     observation = recorder.start()
@@ -162,10 +167,10 @@ def check_manifest(root: Path, manifest: dict[str, Any], rows: list[dict[str, An
         if declared is not None and declared != shown:
             yield f"{where}: sources.{column} {declared!r}, the records show {shown!r}"
             return
-    by_key = {tuple(row.get(k) for k in IDENTITY): row for row in rows}
+    by_key = {_key(row): row for row in rows}
     listed = set()
     for cell in manifest.get("cells") or []:
-        key = tuple(cell.get(k) for k in IDENTITY)
+        key = _key(cell)
         listed.add(key)
         row = by_key.get(key)
         status = row["status"] if row is not None else "missing"
@@ -201,7 +206,7 @@ def _check_merged(merged: Path, by_key: dict[tuple, dict[str, Any]]) -> Iterator
         yield f"{merged}: {len(table)} episodes, the result sets hold {len(by_key)}"
         return
     for row in table:
-        original = by_key.get(tuple(row.get(k) for k in IDENTITY))
+        original = by_key.get(_key(row))
         if original is None:
             yield f"{merged}: {describe(row)} is in no result set"
             return
@@ -240,17 +245,19 @@ def check_eval_pin(path: Path, pin: dict[str, Any], rows: list[dict[str, Any]]) 
             return
     samples = invocation.get("samples") or 1
     expected = sorted(
-        (scenario, seed, sample)
+        (scenario, seed, sample, arm)
         for scenario in invocation.get("scenarios") or []
         for seed in invocation.get("seeds") or []
         for sample in range(samples)
+        # an evaluation pinned without arms played the drift arm alone
+        for arm in invocation.get("arms") or [DEFAULT_ARM]
     )
-    played = sorted((row["scenario"], row["seed"], row["sample_index"]) for row in rows)
+    played = sorted((row["scenario"], row["seed"], row["sample_index"], read_arm(row)) for row in rows)
     if played != expected:
         extra = sorted(set(played) - set(expected))[:3]
         missing = sorted(set(expected) - set(played))[:3]
         yield (
-            f"{path}: scenarios x seeds x samples declare {len(expected)} cells, the records hold "
+            f"{path}: scenarios x seeds x samples x arms declare {len(expected)} cells, the records hold "
             f"{len(played)} (not declared: {extra}; not played: {missing})"
         )
 
@@ -260,13 +267,18 @@ def _closest(cell: dict[str, Any], rows: list[dict[str, Any]]) -> str | None:
     manifest's cell differs from it in harness or checkpoint."""
     for row in rows:
         if all(row.get(k) == cell.get(k) for k in ("ruleset", "policy", "scenario", "seed", "sample_index")):
-            differ = [f"{k} {row.get(k)!r}" for k in IDENTITY if row.get(k) != cell.get(k)]
+            differ = [
+                f"{k} {value!r}"
+                for k, value, other in zip(IDENTITY, _key(row), _key(cell), strict=True)
+                if value != other
+            ]
             return ", ".join(differ)
     return None
 
 
 def _key(row: dict[str, Any]) -> tuple:
-    return tuple(row.get(k) for k in IDENTITY)
+    """A row's (or a manifest cell's) IDENTITY; one without an arm was played in the drift arm."""
+    return tuple(read_arm(row) if k == "arm" else row.get(k) for k in IDENTITY)
 
 
 def same(a: Any, b: Any) -> bool:

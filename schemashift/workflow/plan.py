@@ -46,6 +46,13 @@ def gpu_visible(environ: Mapping[str, str], gpus: Path = NVIDIA_GPUS) -> bool:
         return False
 
 
+def _arm(arm: str) -> dict[str, str]:
+    """An expected cell's arm: nothing for the drift arm (what a cell without one played)."""
+    from schemashift.env.arms import DEFAULT_ARM
+
+    return {} if arm == DEFAULT_ARM else {"arm": arm}
+
+
 def model_slug(model: str) -> str:
     """A base model id or path as one folder name: Qwen/Qwen2.5-1.5B -> Qwen--Qwen2.5-1.5B."""
     return re.sub(r"[^A-Za-z0-9._-]+", "--", model).strip("-.") or "model"
@@ -156,6 +163,25 @@ class Plan:
             return f"evaluation.{ruleset}.{flags[flag]}: {rest}"
         return f"evaluation.{ruleset}: {message}"
 
+    def arms(self, ruleset: str) -> list[str]:
+        """The arms a ruleset's cells are played in: the config's `arms` that the ruleset plays
+        (`Ruleset.arms`: legacy plays only drift), in the config's order; every baseline and
+        every model plays them all, so each drift cell has its control twin beside it."""
+        from schemashift.env.arms import ARMS
+        from schemashift.rollout.selection import CellSelectionError, parse_arms
+
+        played = self._ruleset(ruleset).arms
+        # the schema's default is every arm (tests/workflow/test_plan.py holds them equal)
+        configured = self.config.get("arms", ARMS)
+        try:
+            return parse_arms([arm for arm in configured if arm in played], self._ruleset(ruleset))
+        except CellSelectionError as exc:
+            raise ConfigError(f"arms: {exc} ({ruleset} plays {', '.join(played)})") from None
+
+    def arms_arg(self, ruleset: str) -> str:
+        """`--arms drift,control`: the arms option of a ruleset's `run` and `eval` jobs."""
+        return f"--arms {','.join(self.arms(ruleset))}"
+
     def cells_args(self, ruleset: str) -> str:
         """The cell options of a model's `eval` over a ruleset's evaluation cells (what `cells`
         selects without `baselines`)."""
@@ -171,6 +197,7 @@ class Plan:
         if chosen["compositions"]:
             args.append("--compositions")
         args.append(f"--samples {self.config['samples']}")
+        args.append(self.arms_arg(ruleset))
         return " ".join(args)
 
     def baselines(self, ruleset: str) -> list[str]:
@@ -230,13 +257,14 @@ class Plan:
             for scenario, first in self.shards(ruleset)
         ]
 
-    def baseline_cells(self) -> list[tuple[str, str, str, int]]:
-        """(ruleset, policy, scenario, seed) of every baseline cell."""
+    def baseline_cells(self) -> list[tuple[str, str, str, int, str]]:
+        """(ruleset, policy, scenario, seed, arm) of every baseline cell."""
         return [
-            (ruleset, policy, scenario, seed)
+            (ruleset, policy, scenario, seed, arm)
             for ruleset in self.config["rulesets"]
             for policy in self.baselines(ruleset)
             for scenario, seed in self.cells(ruleset, baselines=True)
+            for arm in self.arms(ruleset)
         ]
 
     def baseline_files(self) -> list[str]:
@@ -536,8 +564,8 @@ class Plan:
 
     # --- what the aggregation expects and reads --------------------------------------------------
 
-    def model_cells(self) -> list[tuple[str, Evaluation, str, int]]:
-        """(ruleset, subject, scenario, seed) of the model evaluations the manifest expects: every
+    def model_cells(self) -> list[tuple[str, Evaluation, str, int, str]]:
+        """(ruleset, subject, scenario, seed, arm) of the model evaluations the manifest expects: every
         enabled API baseline, and, unless training is disabled, each run's untrained base model
         (step 0) and its checkpoints, on the cells their `eval` plays. A configured run that has
         not trained here (auto without a GPU) thus shows as missing, never as absent or 0."""
@@ -545,10 +573,11 @@ class Plan:
         if self.config["train"]["enabled"] is not False:
             names += self.model_subjects()
         return [
-            (ruleset, subject, scenario, seed)
+            (ruleset, subject, scenario, seed, arm)
             for subject in map(self.evaluation, names)
             for ruleset in self.config["rulesets"]
             for scenario, seed in self.cells(ruleset)
+            for arm in self.arms(ruleset)
         ]
 
     def expected_cells_digest(self) -> str:
@@ -559,7 +588,9 @@ class Plan:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def expected_cells(self) -> list[dict]:
-        """Every cell the manifest expects, each sample apart (results/expected_cells.json)."""
+        """Every cell the manifest expects, each sample and arm apart (results/expected_cells.json).
+        A cell of the drift arm carries no `arm` (a missing arm is drift, `records.read_arm`), so
+        the census of a drift-only configuration is the one it was before arms existed."""
         if self._census is None:
             self._census = self._expected_cells()
         return self._census
@@ -567,19 +598,26 @@ class Plan:
     def _expected_cells(self) -> list[dict]:
         samples = range(self.config["samples"])
         cells = [
-            {"ruleset": r, "policy": p, "scenario": s, "seed": seed, "sample_index": i}
-            for r, p, s, seed in self.baseline_cells()
+            {"ruleset": r, "policy": p, "scenario": s, "seed": seed, "sample_index": i, **_arm(arm)}
+            for r, p, s, seed, arm in self.baseline_cells()
             for i in samples
         ]
         seen = set()
-        for ruleset, evaluation, scenario, seed in self.model_cells():
+        for ruleset, evaluation, scenario, seed, arm in self.model_cells():
             measured = evaluation.record_columns()
-            key = (ruleset, *measured.values(), scenario, seed)
+            key = (ruleset, *measured.values(), scenario, seed, arm)
             if key in seen:
                 continue
             seen.add(key)
             cells += [
-                {"ruleset": ruleset, **measured, "scenario": scenario, "seed": seed, "sample_index": i}
+                {
+                    "ruleset": ruleset,
+                    **measured,
+                    "scenario": scenario,
+                    "seed": seed,
+                    "sample_index": i,
+                    **_arm(arm),
+                }
                 for i in samples
             ]
         return cells

@@ -98,3 +98,43 @@ def test_replay_final_carries_the_v1_columns(tmp_path: Path, capsys):
     assert final["success"] is False and final["score"] == 0.0 and final["invalid_actions"] == 1
     assert final["training_reward"] <= 0 and len(final["schedule_hash"]) == 16
     assert final["shaped_total"] is None and final["steps"] == 3
+
+
+def test_run_plays_each_cell_in_every_arm_asked_for_and_replay_replays_its_arm(tmp_path: Path, capsys):
+    """`--arms drift,control`: each (scenario, seed) twice, the control row without drifts; the
+    rows' config digest does not depend on the arms played beside them; `replay --trajectory`
+    re-scores each in its own arm, `--arm` selecting it."""
+    out, alone = tmp_path / "both", tmp_path / "alone"
+    cells = ["--ruleset", "v1", "--policy", "oracle", "--scenarios", "customer_lookup", "--seeds", "0-1"]
+    assert main(["run", *cells, "--arms", "drift,control", "--out", str(out)]) == 0
+    rows = pq.read_table(out / "episodes.parquet").to_pylist()
+    assert [(r["seed"], r["arm"]) for r in rows] == [
+        (0, "drift"),
+        (0, "control"),
+        (1, "drift"),
+        (1, "control"),
+    ]
+    assert all(r["success"] for r in rows)
+    assert [r["drifts_fired"] == 0 for r in rows] == [False, True, False, True]
+    assert {r["arm"] for r in pq.read_table(out / "drifts.parquet").to_pylist()} == {"drift"}
+    assert main(["run", *cells, "--out", str(alone)]) == 0
+    drift_alone = pq.read_table(alone / "episodes.parquet").to_pylist()
+    assert [r["arm"] for r in drift_alone] == ["drift", "drift"]
+    assert {r["config_hash"] for r in rows} == {r["config_hash"] for r in drift_alone}
+    capsys.readouterr()
+    trajectories = str(out / "trajectories.jsonl.gz")
+    base = ["replay", "--trajectory", trajectories, "--scenario", "customer_lookup", "--seed", "0"]
+    assert main(base) == 2  # two arms match
+    assert "--arm" in capsys.readouterr().err
+    for arm, row in (("control", rows[1]), ("drift", rows[0])):
+        assert main([*base, "--arm", arm]) == 0
+        final = json.loads(capsys.readouterr().out)["final"]
+        assert final["score"] == row["score"] and final["success"] is True
+
+
+def test_an_arm_a_ruleset_does_not_play_is_refused_before_anything_runs(tmp_path: Path, capsys):
+    out = tmp_path / "never"
+    assert main(["run", "--policy", "oracle", "--arms", "drift,control", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--arms: ruleset 'legacy' does not play the control arm (its arms: drift)" in err
+    assert not (out / "episodes.parquet").exists()

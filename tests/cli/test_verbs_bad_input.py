@@ -119,6 +119,9 @@ def cases(bad: dict[str, Path], tmp: Path) -> dict[str, list[list[str]]]:
             ["--policy", "nope", "--out", out],
             ["--policy", "oracle", "--out", a_file],
             [*run, "--backend", "carrier-pigeon://x"],
+            [*run, "--arms", "control"],  # legacy plays only drift
+            [*run, "--arms", "drift,sideways"],
+            [*run, "--ruleset", "v1", "--arms", "drift,drift"],
         ],
         "eval": [
             ["--policy", "oracle", "--out", out],
@@ -126,6 +129,7 @@ def cases(bad: dict[str, Path], tmp: Path) -> dict[str, list[list[str]]]:
             ["--policy", "openai:m", "--out", a_file],
             ["--policy", "openai:m", "--out", out, "--ruleset", "nope"],
             ["--policy", "openai:m", "--out", out, "--seeds", "-4"],
+            ["--policy", "openai:m", "--out", out, "--arms", "control"],
         ],
         "replay": [
             # an empty action file is a valid replay of no actions
@@ -133,6 +137,8 @@ def cases(bad: dict[str, Path], tmp: Path) -> dict[str, list[list[str]]]:
             *(["--trajectory", path] for path in files),
             ["--actions", os.devnull, "--scenario", "onboard_new_hire", "--ruleset", "v1", "--seed", "-1"],
             ["--actions", os.devnull, "--scenario", "E1_onboard_new_hire", "--seed", "-1"],
+            ["--actions", os.devnull, "--scenario", "E1_onboard_new_hire", "--arm", "control"],
+            ["--actions", os.devnull, "--scenario", "onboard_new_hire", "--ruleset", "v1", "--arm", "nope"],
             ["--actions", os.devnull, "--scenario", "E1_onboard_new_hire", "--seed", str(2**70)],
             ["--actions", os.devnull, "--scenario", "nope"],
             ["--actions", os.devnull, "--scenario", "E1_onboard_new_hire", "--ruleset", "nope"],

@@ -26,7 +26,7 @@ from schemashift.rollout.records import (
 EPISODE_SPEC = """
 record_version:int32 sweep_id:string train_run:string ruleset:string ruleset_version:string env_version:string
 policy:string base_model:string adapter_sha256:string checkpoint_step:int64 harness:string scenario:string
-family:string tier:string seed:int64 split:string sample_index:int32 status:string error:string success:bool
+family:string tier:string seed:int64 split:string sample_index:int32 arm:string status:string error:string success:bool
 score:float64 completion:float64 drift_detection:float64 adaptation:float64 efficiency:float64
 shaped_total:float64 binary:float64 cumulative_reward:float64 training_reward:float64 schedule_hash:string
 catastrophe:bool invalid_actions:int32 drifts_discovered:int32 drifts_recovered:int32 steps_to_recover:float64
@@ -36,7 +36,7 @@ generation_config:string config_hash:string git_sha:string image:string
 """
 DRIFT_SPEC = """
 record_version:int32 sweep_id:string train_run:string ruleset:string policy:string checkpoint_step:int64
-harness:string scenario:string seed:int64 sample_index:int32 drift_index:int32 kind:string tool:string
+harness:string scenario:string seed:int64 sample_index:int32 arm:string drift_index:int32 kind:string tool:string
 endpoint:string planned_step:int32 fired_step:int32 discovered_step:int32 reported_step:int32
 failed_step:int32 recovered_step:int32 steps_to_recover:int32
 """
@@ -68,8 +68,17 @@ ARROW = {
 }
 
 
-def test_schema_version_is_four() -> None:
-    assert RECORD_SCHEMA_VERSION == 4
+def test_schema_version_is_five() -> None:
+    assert RECORD_SCHEMA_VERSION == 5
+    assert 5 in records.CHANGES and "arm" in records.CHANGES[5]
+
+
+def test_a_row_without_an_arm_was_played_in_the_drift_arm() -> None:
+    assert records.read_arm({"seed": 0}) == "drift"
+    assert records.read_arm({"arm": None}) == "drift"
+    assert records.read_arm({"arm": "control"}) == "control"
+    with pytest.raises(ValueError, match="unknown arm 'sideways'"):
+        records.read_arm({"arm": "sideways"})
 
 
 @pytest.mark.parametrize("table", sorted(SPECS))
@@ -94,7 +103,7 @@ def test_schema_functions_build_the_declared_schema_with_version_metadata(table:
     assert schema.names == [c.name for c in columns]
     assert [f.type for f in schema] == [ARROW[c.type] for c in columns]
     assert all(f.nullable for f in schema)
-    assert schema.metadata[b"schemashift.record_version"] == b"4"
+    assert schema.metadata[b"schemashift.record_version"] == b"5"
     assert schema.metadata[b"schemashift.table"] == table.encode()
     assert schema.field(columns[1].name).metadata[b"description"] == columns[1].doc.encode()
 
@@ -163,9 +172,9 @@ def test_integers_are_accepted_as_floats_and_nan_is_kept() -> None:
 
 
 def test_a_record_version_other_than_the_current_one_is_rejected() -> None:
-    assert to_table([{"record_version": 4}], EPISODE_COLUMNS).column("record_version").to_pylist() == [4]
-    with pytest.raises(ValueError, match="record_version 3 differs from 4"):
-        to_table([{"record_version": 3}], EPISODE_COLUMNS)
+    assert to_table([{"record_version": 5}], EPISODE_COLUMNS).column("record_version").to_pylist() == [5]
+    with pytest.raises(ValueError, match="record_version 4 differs from 5"):
+        to_table([{"record_version": 4}], EPISODE_COLUMNS)
 
 
 def test_a_row_that_is_not_a_mapping_is_rejected() -> None:
@@ -223,7 +232,7 @@ _ROWS = st.fixed_dictionaries(
 def test_valid_rows_round_trip_through_arrow(rows: list[dict[str, object]]) -> None:
     table = to_table(rows, TRAINING_METRICS_COLUMNS)
     expected = [
-        {"record_version": 4, **{c.name: row.get(c.name) for c in TRAINING_METRICS_COLUMNS[1:]}}
+        {"record_version": 5, **{c.name: row.get(c.name) for c in TRAINING_METRICS_COLUMNS[1:]}}
         for row in rows
     ]
     assert table.to_pylist() == expected

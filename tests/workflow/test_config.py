@@ -117,7 +117,7 @@ def _with_v1(cells):
 BAD_CONFIGS = {
     "unknown key": (
         _set("colour", "red"),
-        r"config: unknown key 'colour' at the top level \(allowed: baselines, containers, ",
+        r"config: unknown key 'colour' at the top level \(allowed: arms, baselines, containers, ",
         True,
     ),
     "unknown keys of a ruleset's cells": (

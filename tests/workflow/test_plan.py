@@ -64,7 +64,7 @@ def played(verb: str, command: str) -> set[tuple[str, str, int]]:
 def test_with_compositions_the_expected_model_cells_are_the_cells_eval_plays():
     plan = Plan(composed_config(), environ={"OPENAI_API_KEY": "sk-x"})
     expected: dict[str, set] = {}
-    for ruleset, evaluation, scenario, seed in plan.model_cells():
+    for ruleset, evaluation, scenario, seed, _arm in plan.model_cells():
         expected.setdefault(evaluation.folder, set()).add((ruleset, scenario, seed))
     assert "api/gpt-4o-mini" in expected and "run1/step-25" in expected
     composed = {s for s in expected["run1/step-25"] if s[1].startswith("composed_")}
@@ -92,7 +92,7 @@ def test_the_baseline_shards_play_the_baseline_cells_each_once(shard_seeds, seed
     config["evaluation"]["legacy"]["seeds"] = seeds.split(",")[0]
     config["evaluation"]["legacy"]["baseline_seeds"] = seeds
     plan = Plan(config, environ={})
-    cells = {(r, s, seed) for r, p, s, seed in plan.baseline_cells() if p == "oracle"}
+    cells = {(r, s, seed) for r, p, s, seed, _arm in plan.baseline_cells() if p == "oracle"}
     played_by: dict[tuple[str, str, int], str] = {}
     for ruleset, policy, scenario, first in plan.baseline_shards():
         folder = plan.shard_dir(ruleset, policy, scenario, first)
@@ -126,7 +126,42 @@ def test_baselines_play_baseline_seeds_and_models_play_seeds():
     assert "--seeds 0-4 " in plan.cells_args("v1")
     models = {("v1", scenario, seed) for scenario, seed in plan.cells("v1")}
     assert played("eval", f"--policy 'openai:gpt-4o-mini' --ruleset v1 {plan.cells_args('v1')}") == models
-    assert {seed for ruleset, _, _, seed in plan.model_cells() if ruleset == "v1"} == set(range(5))
+    assert {seed for ruleset, _, _, seed, _ in plan.model_cells() if ruleset == "v1"} == set(range(5))
+
+
+def test_every_cell_is_expected_and_played_in_each_arm_its_ruleset_plays():
+    """config `arms` (default: both) on v1, drift alone on legacy: the baseline shards' and the
+    evaluations' commands play exactly the arms the census expects, and a drift-only
+    configuration keeps the census it had before arms existed (drift cells carry no arm)."""
+    config = composed_config()
+    plan = Plan(config, environ={"OPENAI_API_KEY": "sk-x"})
+    assert plan.arms("v1") == ["drift", "control"] and plan.arms("legacy") == ["drift"]
+    for ruleset in ("v1", "legacy"):
+        args = PARSER.parse_args(
+            ["eval", *shlex.split(plan.cells_args(ruleset)), "--policy", "x", "--out", "u"]
+        )
+        assert args.arms.split(",") == plan.arms(ruleset)
+    census = plan.expected_cells()
+    by_arm: dict[str, set] = {}
+    for cell in census:
+        key = tuple((k, v) for k, v in sorted(cell.items()) if k != "arm")
+        by_arm.setdefault(cell.get("arm", "drift"), set()).add(key)
+    assert by_arm["control"] and all(dict(key)["ruleset"] == "v1" for key in by_arm["control"])
+    assert by_arm["control"] == {key for key in by_arm["drift"] if dict(key)["ruleset"] == "v1"}
+    assert len(census) == len(by_arm["drift"]) + len(by_arm["control"])
+    drift_only = Plan({**config, "arms": ["drift"]}, environ={"OPENAI_API_KEY": "sk-x"})
+    assert "arm" not in {key for cell in drift_only.expected_cells() for key in cell}
+    assert [c for c in census if "arm" not in c] == drift_only.expected_cells()
+    assert drift_only.expected_cells_digest() != plan.expected_cells_digest()
+    assert "--arms drift" in drift_only.cells_args("v1")
+    with pytest.raises(ConfigError, match="arms: --arms: no arm given .legacy plays drift"):
+        Plan({**config, "arms": ["control"]}, environ={}).cells_args("legacy")
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    from schemashift.env.arms import ARMS
+
+    assert (
+        schema["properties"]["arms"]["default"] == list(ARMS) == schema["properties"]["arms"]["items"]["enum"]
+    )
 
 
 def test_baseline_seeds_hold_the_models_seeds_and_keep_to_the_split():
@@ -250,7 +285,7 @@ def test_training_auto_follows_the_gpu_and_the_census_expects_runs_unless_disabl
     monkeypatch.setattr("schemashift.workflow.plan.NVIDIA_GPUS", tmp_path)
     plan = Plan(config, environ={})
     assert not plan.train_enabled() and plan.evaluation_targets() == []
-    assert {evaluation.folder for _, evaluation, _, _ in plan.model_cells()} == set(plan.model_subjects())
+    assert {evaluation.folder for _, evaluation, _, _, _ in plan.model_cells()} == set(plan.model_subjects())
     config["train"]["enabled"] = False
     assert Plan(config, environ={}).model_cells() == []
 

@@ -162,9 +162,9 @@ def test_dry_run_lists_every_job(repo_copy):
 
 
 @pytest.mark.timeout(120)
-def test_embedded_default_has_2100_baseline_cells_in_48_shards(repo_copy):
+def test_embedded_default_has_4110_baseline_cells_in_48_shards(repo_copy):
     """config.yaml: legacy x 3 baselines x 6 scenarios x 5 seeds, and v1 x 5 (random and scripted
-    too) x 6 families x 67 baseline seeds, each policy's seeds of a scenario in one shard
+    too) x 6 families x 67 baseline seeds x 2 arms, each policy's seeds of a scenario in one shard
     (shard_seeds 100)."""
     counts, output = dry_run(repo_copy, "--forceall", configfile=None)
     assert counts["baseline"] == 48
@@ -183,7 +183,8 @@ def test_embedded_default_has_2100_baseline_cells_in_48_shards(repo_copy):
     assert sum("/v1/scripted/" in shard for shard in shards) == 6
     assert not any("/legacy/scripted/" in shard or "/legacy/random/" in shard for shard in shards)
     with open(REPO / "config.yaml") as f:
-        assert len(Plan(yaml.safe_load(f)).baseline_cells()) == 3 * 6 * 5 + 5 * 6 * 67
+        # v1's in both arms (config `arms`), legacy's in the drift arm alone
+        assert len(Plan(yaml.safe_load(f)).baseline_cells()) == 3 * 6 * 5 + 5 * 6 * 67 * 2
 
 
 @pytest.mark.timeout(120)

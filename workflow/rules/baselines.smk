@@ -1,6 +1,7 @@
 """Baseline shards: one job plays one policy on one scenario over a block of `shard_seeds` seed
 values (results/cells/<ruleset>/<policy>/<scenario>/seeds-<first>-<last>/, holding the rows of
-every evaluation cell in the block). Schemashift.workflow.Plan says which shards there are.
+every evaluation cell in the block, in every arm its ruleset plays of config `arms`).
+Schemashift.workflow.Plan says which shards there are.
 """
 
 
@@ -32,8 +33,9 @@ rule baseline:
         code=lambda w: CODE[f"cells/{w.policy}"],
         seeds=lambda w: PLAN.shard_seeds(w.ruleset, w.scenario, w.first, w.last),
         samples=config["samples"],
+        arms=lambda w: PLAN.arms_arg(w.ruleset),
         out=lambda w, output: Path(output.episodes).parent,
     shell:
         "python -m schemashift.cli run --ruleset {wildcards.ruleset} --policy {wildcards.policy} "
         "--scenarios {wildcards.scenario} --seeds {params.seeds} --samples {params.samples} "
-        "--out {params.out} > {log} 2>&1"
+        "{params.arms} --out {params.out} > {log} 2>&1"

@@ -118,8 +118,9 @@ def run(args: argparse.Namespace) -> int:
 
     from schemashift import provenance
     from schemashift.cli import CliError
-    from schemashift.cli.options import cells_of
+    from schemashift.cli.options import arms_of, cells_of
     from schemashift.cli.progress import Progress
+    from schemashift.env.arms import DEFAULT_ARM
     from schemashift.env.rulesets import UnknownRuleset, get_ruleset
     from schemashift.policies import UnknownPolicy, make_policy
     from schemashift.rollout.backends import make_backend
@@ -150,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
     except (UnknownRuleset, ValueError) as exc:
         raise CliError(str(exc)) from None
     scenarios, seeds = cells_of(args, ruleset)
+    arms = arms_of(args, ruleset)
     options = _options(args)
     if not args.no_cache:
         out.mkdir(parents=True, exist_ok=True)
@@ -159,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     except (UnknownPolicy, ValueError, OSError) as exc:
         raise CliError(f"--policy {args.policy}: {exc}") from None
 
-    cell_list = cells([ruleset.name], scenarios, seeds, args.samples)
+    cell_list = cells([ruleset.name], scenarios, seeds, args.samples, arms)
     invocation = {
         "policy": args.policy,
         "ruleset": ruleset.name,
@@ -172,6 +174,10 @@ def run(args: argparse.Namespace) -> int:
         "train_run": policy.train_run,
         "checkpoint_step": policy.checkpoint_step,
     }
+    if arms != [DEFAULT_ARM]:
+        # only where it differs from the one arm evaluations played before arms existed, so that
+        # a drift-only evaluation keeps its digest (and its folder resumes)
+        invocation["arms"] = arms
     digest = args.config_hash or provenance.config_hash(invocation)
     out.mkdir(parents=True, exist_ok=True)
     sweep = ResumableSweep(out, "eval.json")

@@ -20,6 +20,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--sample-index", type=int, default=None, help="selects the sample in a trajectory file"
     )
     parser.add_argument(
+        "--arm",
+        default=None,
+        help="arm to play in: drift (the drift plan) or control (none) (default: drift with --actions; "
+        "selects with --trajectory, whose own arm is replayed)",
+    )
+    parser.add_argument(
         "--out",
         default=None,
         help="with --actions: write the episode's records (episodes, drifts, trajectories) to this directory",
@@ -43,18 +49,26 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from schemashift.cli import CliError
-    from schemashift.env.rulesets import UnknownRuleset
+    from schemashift.env.arms import DEFAULT_ARM, check_arm
+    from schemashift.env.rulesets import UnknownRuleset, get_ruleset
     from schemashift.env.rulesets.base import UnknownScenario
+    from schemashift.rollout.records import read_arm
     from schemashift.rollout.replay import ReplayError, replay, trajectory_actions
 
     tokens = None
     if args.seed is not None:
         _check_seed(args.seed, "--seed")
+    if args.arm is not None:
+        try:
+            check_arm(args.arm)
+        except ValueError as exc:
+            raise CliError(f"--arm: {exc}") from None
     try:
         if args.actions is not None:
             if args.scenario is None:
                 raise CliError("--scenario is required with --actions")
             ruleset, scenario, seed = args.ruleset or "legacy", args.scenario, args.seed or 0
+            arm = args.arm or DEFAULT_ARM
             actions = _read_action_lines(args.actions)
         else:
             trajectory = _select_trajectory(args)
@@ -65,9 +79,18 @@ def run(args: argparse.Namespace) -> int:
             if args.ruleset is not None and args.ruleset != ruleset:
                 raise CliError(f"the trajectory was played under ruleset {ruleset!r}, not {args.ruleset!r}")
             actions, tokens = trajectory_actions(trajectory)
+            try:
+                arm = read_arm(trajectory)
+            except ValueError as exc:
+                raise CliError(f"the trajectory in {args.trajectory}: {exc}") from None
+        played = get_ruleset(ruleset).arms
+        if arm not in played:
+            raise CliError(
+                f"--arm: ruleset {ruleset!r} does not play the {arm} arm (its arms: {', '.join(played)})"
+            )
         if args.out is not None:
-            return _record(args, ruleset, scenario, seed, actions)
-        result = replay(ruleset, scenario, seed, actions, tokens)
+            return _record(args, ruleset, scenario, seed, actions, arm)
+        result = replay(ruleset, scenario, seed, actions, tokens, arm)
     except (UnknownRuleset, UnknownScenario, ReplayError) as exc:
         raise CliError(str(exc)) from None
     json.dump(result, sys.stdout, ensure_ascii=False)
@@ -75,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _record(args: argparse.Namespace, ruleset: str, scenario: str, seed: int, actions: list) -> int:
+def _record(args: argparse.Namespace, ruleset: str, scenario: str, seed: int, actions: list, arm: str) -> int:
     """Write an externally played episode's records (the third harness: docs/llm.md)."""
     import uuid
 
@@ -90,7 +113,7 @@ def _record(args: argparse.Namespace, ruleset: str, scenario: str, seed: int, ac
     context = SweepContext(
         sweep_id=uuid.uuid4().hex, policy=args.policy, harness=args.harness, git_sha=provenance.git_sha()
     )
-    result = record_actions(ruleset, scenario, seed, actions, context)
+    result = record_actions(ruleset, scenario, seed, actions, context, arm)
     try:
         write_results(args.out, [result])
     except OSError as exc:
@@ -145,14 +168,25 @@ def _read_action_lines(path: str) -> list:
 
 def _select_trajectory(args: argparse.Namespace) -> dict:
     from schemashift.cli import CliError
+    from schemashift.env.arms import DEFAULT_ARM
     from schemashift.rollout.io import read_jsonl
 
-    wanted = {"scenario": args.scenario, "seed": args.seed, "sample_index": args.sample_index}
+    wanted = {
+        "scenario": args.scenario,
+        "seed": args.seed,
+        "sample_index": args.sample_index,
+        "arm": args.arm,
+    }
+
+    def value_of(trajectory: dict, key: str):
+        # a trajectory written before arms existed was played in the drift arm
+        return (trajectory.get("arm") or DEFAULT_ARM) if key == "arm" else trajectory.get(key)
+
     try:
         matches = [
             t
             for t in read_jsonl(args.trajectory)
-            if all(value is None or t.get(key) == value for key, value in wanted.items())
+            if all(value is None or value_of(t, key) == value for key, value in wanted.items())
         ]
     except OSError as exc:
         raise CliError(f"cannot read {args.trajectory}: {exc}") from None
@@ -163,7 +197,7 @@ def _select_trajectory(args: argparse.Namespace) -> dict:
     if len(matches) > 1:
         raise CliError(
             f"{len(matches)} trajectories in {args.trajectory} match {_describe(wanted)}; "
-            "select one with --scenario, --seed and --sample-index"
+            "select one with --scenario, --seed, --sample-index and --arm"
         )
     if matches[0].get("status") != "graded":
         raise CliError("the selected trajectory is an infra_error episode with no steps to replay")

@@ -51,7 +51,7 @@ def writes(args: argparse.Namespace) -> dict:
 def run(args: argparse.Namespace) -> int:
     from schemashift import provenance
     from schemashift.cli import CliError
-    from schemashift.cli.options import cells_of
+    from schemashift.cli.options import arms_of, cells_of
     from schemashift.cli.progress import Progress
     from schemashift.env.rulesets import UnknownRuleset, get_ruleset
     from schemashift.policies import UnknownPolicy, make_policy
@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--out {args.out} exists and is not a directory")
     resultset.clean(out)
     scenarios, seeds = cells_of(args, ruleset)
-    cell_list = cells([ruleset.name], scenarios, seeds, args.samples)
+    arms = arms_of(args, ruleset)
+    cell_list = cells([ruleset.name], scenarios, seeds, args.samples, arms)
     settings = {
         "ruleset": ruleset.name,
         "ruleset_version": ruleset.version,

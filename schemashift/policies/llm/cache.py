@@ -2,7 +2,9 @@
 paid for, so a rerun gives identical records without touching the model or the API.
 
 A key is the SHA-256 of the canonical JSON of (model identity, rendered messages, generation
-parameters, sample index); anything that changes the distribution a completion is drawn from
+parameters, sample index, and the arm where it is not the drift arm: a control cell's first prompt
+can equal its drift twin's, and must not replay that cell's completion; drift keys are the ones
+written before arms existed); anything that changes the distribution a completion is drawn from
 changes the key. One file may be shared by every job of a workflow: SQLite in WAL mode lets
 processes and threads read and write it concurrently, and each write is one atomic transaction.
 The first completion stored under a key is kept (later `put`s of the same key are ignored), so
@@ -21,6 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from schemashift.env.arms import DEFAULT_ARM, check_arm
 from schemashift.policies.llm.completion import Completion
 
 SCHEMA_VERSION = 1
@@ -95,7 +98,13 @@ class ResponseCache:
         self.close()
 
     @staticmethod
-    def key(model_identity: dict, messages: list[dict], generation: dict, sample_index: int) -> str:
+    def key(
+        model_identity: dict,
+        messages: list[dict],
+        generation: dict,
+        sample_index: int,
+        arm: str = DEFAULT_ARM,
+    ) -> str:
         """SHA-256 (hex) of the canonical JSON of everything a completion depends on."""
         if not isinstance(model_identity, dict) or not model_identity:
             raise TypeError("cache key: model_identity must be a non-empty dict")
@@ -111,6 +120,11 @@ class ResponseCache:
             "generation": _canonical(generation, "generation"),
             "sample_index": sample_index,
         }
+        try:
+            if check_arm(arm) != DEFAULT_ARM:
+                payload["arm"] = arm
+        except ValueError as exc:
+            raise ValueError(f"cache key: {exc}") from None
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

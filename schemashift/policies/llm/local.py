@@ -2,9 +2,10 @@
 
 Prompts are rendered by the tokenizer's own chat template, left-padded into one batch and
 decoded by a plain KV-cached loop: greedy by default, or sampled with one torch Generator per
-row whose seed is a digest of (seed, prompt, sample_index). A row's output therefore depends on
-its own prompt only, not on its batch neighbours or on the cell it belongs to, which keeps the
-response cache and batched-versus-sequential play consistent. Every row stops at its own end of
+row whose seed is a digest of (seed, prompt, sample_index, and the arm where it is control). A
+row's output therefore depends on its own prompt, sample and arm only, not on its batch neighbours
+or on the rest of its cell, which keeps the response cache and batched-versus-sequential play
+consistent. Every row stops at its own end of
 turn token. torch, transformers and peft are imported inside the functions that need them.
 """
 
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from schemashift.env.arms import DEFAULT_ARM, check_arm
 from schemashift.lineage import adapter_sha256
 from schemashift.policies.llm.completion import Completion
 from schemashift.policies.llm.format import template_request
@@ -44,8 +46,13 @@ def file_digest(directory: str | Path, suffixes: Sequence[str] = WEIGHT_SUFFIXES
     return digest.hexdigest()
 
 
-def row_seed(seed: int, messages: Sequence[dict[str, str]], sample_index: int) -> int:
-    text = json.dumps([seed, list(messages), sample_index], sort_keys=True, ensure_ascii=False)
+def row_seed(seed: int, messages: Sequence[dict[str, str]], sample_index: int, arm: str = DEFAULT_ARM) -> int:
+    """A sampled row's generator seed; a control cell's differs from its drift twin's on the same
+    prompt (the drift arm's is the one rows had before arms existed)."""
+    parts: list[Any] = [seed, list(messages), sample_index]
+    if check_arm(arm) != DEFAULT_ARM:
+        parts.append(arm)
+    text = json.dumps(parts, sort_keys=True, ensure_ascii=False)
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
 
 
@@ -231,6 +238,7 @@ class LocalModel:
         prompts: Sequence[Sequence[dict[str, str]]],
         sample_indices: Sequence[int],
         sessions: Sequence[Any] | None = None,
+        arms: Sequence[str] | None = None,
     ) -> list[Completion]:
         """One completion per prompt, all rows decoded together.
 
@@ -283,9 +291,10 @@ class LocalModel:
         generators = None
         if self.temperature > 0:
             generators = []
-            for prompt, sample in zip(prompts, sample_indices, strict=True):
+            row_arms = list(arms) if arms is not None else [DEFAULT_ARM] * rows
+            for prompt, sample, arm in zip(prompts, sample_indices, row_arms, strict=True):
                 generator = torch.Generator(device=self.device)
-                generator.manual_seed(row_seed(self.seed, prompt, sample))
+                generator.manual_seed(row_seed(self.seed, prompt, sample, arm))
                 generators.append(generator)
         stops = set(self.stop_ids)
         out: list[list[int]] = [[] for _ in range(rows)]

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from schemashift.env.arms import DEFAULT_ARM
 from schemashift.env.rulesets.base import Ruleset
 from schemashift.policies.llm.completion import Completion
 from schemashift.policies.llm.format import (
@@ -47,6 +48,7 @@ class Engine(Protocol):
         prompts: Sequence[Sequence[Message]],
         sample_indices: Sequence[int],
         sessions: Sequence[Any] | None = None,
+        arms: Sequence[str] | None = None,
     ) -> list[Completion | BaseException]: ...
 
     def forget(self, session: Any) -> None: ...
@@ -67,6 +69,8 @@ class Decision:
 @dataclass
 class _Slot:
     sample_index: int = 0
+    #: the arm of the cell it plays (`env.arms`): part of the cache key and a local model's row seed
+    arm: str = DEFAULT_ARM
     conversation: Any = None
     last_text: str | None = None
     #: the decisions of the latest turn not yet taken (the tools harness: its further calls)
@@ -136,7 +140,10 @@ class ModelPolicy:
 
     # -- lockstep ---------------------------------------------------------------------------------------
     def start_slot(self, slot: int, cell: Any = None) -> None:
-        self._slots[slot] = _Slot(sample_index=getattr(cell, "sample_index", 0) if cell is not None else 0)
+        self._slots[slot] = _Slot(
+            sample_index=getattr(cell, "sample_index", 0) if cell is not None else 0,
+            arm=getattr(cell, "arm", DEFAULT_ARM) if cell is not None else DEFAULT_ARM,
+        )
         self.engine.forget(slot)
 
     def act_batch(self, entries: Sequence[tuple[int, Any, dict[str, Any]]]) -> list[Decision]:
@@ -144,7 +151,7 @@ class ModelPolicy:
         holds decisions (further calls of one tools-harness turn) takes the next one without
         asking the model; the turn joins the conversation once all of them ran."""
         ready: dict[int, Decision] = {}
-        prompts, samples, slots = [], [], []
+        prompts, samples, arms, slots = [], [], [], []
         for slot, _cell, observation in entries:
             state = self._slots.setdefault(slot, _Slot())
             if state.conversation is None:
@@ -163,8 +170,9 @@ class ModelPolicy:
                 state.answers = []
             prompts.append(state.conversation.messages())
             samples.append(state.sample_index)
+            arms.append(state.arm)
             slots.append(slot)
-        completions = iter(self._complete(prompts, samples, slots) if prompts else [])
+        completions = iter(self._complete(prompts, samples, slots, arms) if prompts else [])
         decisions = []
         for slot, _cell, _obs in entries:
             if slot in ready:
@@ -191,24 +199,34 @@ class ModelPolicy:
         ]
 
     def _complete(
-        self, prompts: list[list[Message]], samples: list[int], slots: list[int]
+        self, prompts: list[list[Message]], samples: list[int], slots: list[int], arms: list[str]
     ) -> list[Completion | BaseException]:
         """Completions for the prompts: cache hits first, the rest from the engine in one call;
-        `slots` let a local engine keep each episode's keys and values between turns."""
+        `slots` let a local engine keep each episode's keys and values between turns; `arms` (of
+        each prompt's cell) keep the arms' completions apart in the cache and the row seeds."""
+
+        def generate(positions: list[int]) -> list[Completion | BaseException]:
+            chosen = [arms[i] for i in positions]
+            # engines are asked with arms only where one is not the drift arm
+            extra = {"arms": chosen} if any(arm != DEFAULT_ARM for arm in chosen) else {}
+            return list(
+                self.engine.generate(
+                    [prompts[i] for i in positions],
+                    [samples[i] for i in positions],
+                    [slots[i] for i in positions],
+                    **extra,
+                )
+            )
+
         if self.cache is None:
-            return list(self.engine.generate(prompts, samples, slots))
+            return generate(list(range(len(prompts))))
         from schemashift.policies.llm.cache import ResponseCache
 
         keys = [
-            ResponseCache.key(self._identity, p, self._generation, s)
-            for p, s in zip(prompts, samples, strict=True)
+            ResponseCache.key(self._identity, p, self._generation, s, a)
+            for p, s, a in zip(prompts, samples, arms, strict=True)
         ]
-        return self.cache.get_or_compute(
-            keys,
-            lambda missing: self.engine.generate(
-                [prompts[i] for i in missing], [samples[i] for i in missing], [slots[i] for i in missing]
-            ),
-        )
+        return self.cache.get_or_compute(keys, generate)
 
     # -- one episode at a time (the Policy protocol) ------------------------------------------------------
     def reset(self) -> None:
@@ -286,7 +304,10 @@ class ApiModel:
         prompts: Sequence[Sequence[Message]],
         sample_indices: Sequence[int],
         sessions: Sequence[Any] | None = None,
+        arms: Sequence[str] | None = None,
     ) -> list[Completion | BaseException]:
+        """`arms` do not change a request: the API's seed is `seed + sample_index` in both arms
+        (the response cache keeps their completions apart)."""
         requests = []
         for prompt, sample in zip(prompts, sample_indices, strict=True):
             messages, tools = api_request(prompt)

@@ -155,3 +155,41 @@ def test_openais_key_never_travels_to_another_endpoint(monkeypatch: pytest.Monke
         assert local.chat_requests()
         for request in local.chat_requests():
             assert "sk-must-stay-home" not in json.dumps(request.headers)
+
+
+def test_a_control_cell_never_replays_its_drift_twins_cached_completion(monkeypatch, tmp_path) -> None:
+    """Both arms of a v1 cell open with the same prompt; each arm asks the model once for it and
+    keeps its own completion, and a rerun of both arms asks nothing."""
+    from schemashift.policies.base import complete_task
+
+    monkeypatch.setenv(KEY_ENV, KEY)
+    done = action_text(complete_task("done"))
+    with OpenAIServer(lambda body: done, api_key=KEY) as server:
+        _play_both_arms(server, tmp_path)
+
+
+def _play_both_arms(server: OpenAIServer, tmp_path: Path) -> None:
+    v1 = get_ruleset("v1")
+    cache = tmp_path / "responses.sqlite"
+    both = cells(["v1"], ["customer_lookup"], [0], arms=["drift", "control"])
+
+    def play(cell_list):
+        policy = make_policy(
+            "openai:test-model", v1, base_url=server.base_url, api_key_env=KEY_ENV, cache=str(cache)
+        )
+        try:
+            return run_sweep_batched(InProcessBackend, policy, cell_list, context(policy), batch_size=2)
+        finally:
+            policy.close()
+
+    drift = play(both[:1])
+    first = [r.body["messages"] for r in server.chat_requests()]
+    assert drift[0].record["arm"] == "drift" and drift[0].record["status"] == "graded"
+    control = play(both[1:])
+    asked = [r.body["messages"] for r in server.chat_requests()][len(first) :]
+    assert asked and asked[0] == first[0], "the arms' first prompts are the same text"
+    assert control[0].record["arm"] == "control" and control[0].record["status"] == "graded"
+    before = len(server.chat_requests())
+    again = play(both)
+    assert len(server.chat_requests()) == before
+    assert [r.record["arm"] for r in again] == ["drift", "control"]

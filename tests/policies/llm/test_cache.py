@@ -194,3 +194,22 @@ def test_a_cache_of_another_schema_version_is_refused(tmp_path):
 def test_put_takes_only_completions(tmp_path):
     with ResponseCache(tmp_path / "c.sqlite") as cache, pytest.raises(TypeError, match="Completion"):
         cache.put(key(), "text")
+
+
+def test_the_arm_is_in_the_key_only_where_it_is_not_drift():
+    """A control cell's first prompt can equal its drift twin's: the key keeps them apart, and a
+    drift key is the one written before arms existed (caches of then stay valid)."""
+    assert key(arm="drift") == key()
+    assert key(arm="control") != key()
+    assert key(arm="control", sample_index=1) != key(arm="control")
+    with pytest.raises(ValueError, match="cache key: unknown arm 'both'"):
+        key(arm="both")
+
+
+def test_a_local_models_row_seed_keeps_the_arms_apart_and_drift_as_it_was():
+    from schemashift.policies.llm.local import row_seed
+
+    assert row_seed(3, MESSAGES, 0, "drift") == row_seed(3, MESSAGES, 0)
+    assert row_seed(3, MESSAGES, 0, "control") != row_seed(3, MESSAGES, 0)
+    with pytest.raises(ValueError, match="unknown arm"):
+        row_seed(3, MESSAGES, 0, "both")
