@@ -77,7 +77,7 @@ def render(a: Analysis, tables_dir: str | Path, figures_dir: str | Path) -> str:
         *what_ran(a),
         *tables_section(Path(tables_dir)),
         *figures_section(figures),
-        *provenance_section(a.episodes, a.manifest),
+        *provenance_section(a.all_episodes, a.manifest),
         "</body>",
         "</html>",
         "",
@@ -157,6 +157,7 @@ def headline_section(a: Analysis) -> list[str]:
             for subject in a.ran(ruleset)
         ]
         out.append(f'<h3 id="results-{html.escape(ruleset)}">Ruleset {html.escape(ruleset)}</h3>')
+        out += drift_cost_section(a, ruleset)
         if body:
             header = ["subject", "what", "success rate (overall)", "mean score (overall)", "coverage"]
             out.append(_table(header, body))
@@ -169,6 +170,23 @@ def headline_section(a: Analysis) -> list[str]:
         'static image under <a href="#figures">Figures</a> (PNG and PDF beside this page for papers).</p>'
     )
     out += interactive_figures(a)
+    return out
+
+
+def drift_cost_section(a: Analysis, ruleset: str) -> list[str]:
+    """What drift costs on a ruleset with a control arm (the `<ruleset>_drift_cost` table): the
+    ruleset's section leads with it; one line where no control rows exist."""
+    from schemashift.report import arms
+    from schemashift.report.tables.drift_cost import drift_cost_table
+
+    if not arms.plays_control(a, ruleset):
+        return []
+    table = drift_cost_table(a, ruleset)
+    out = [f'<h4 id="drift-cost-{html.escape(ruleset)}">{html.escape(table.title)}</h4>']
+    if table.rows:
+        body = [[_text(row[0]), _text(row[1]), *(_num(c) for c in row[2:])] for row in table.rows]
+        out.append(_table(table.header, body))
+    out.append(f'<p class="note">{html.escape(table.note)}</p>')
     return out
 
 
@@ -264,8 +282,8 @@ def coverage_section(a: Analysis) -> list[str]:
             "<h4>Coverage</h4>",
             '<p class="note">No manifest was given: the expected and missing cells are unknown.</p>',
         ]
-    counts = manifest.get("counts") or {}
-    cells = manifest_cells(manifest)
+    cells = manifest_cells(manifest)  # the drift arm's: control cells are the drift cost's
+    counts = {s: sum(c.get("status") == s for c in cells) for s in ("graded", "infra_error", "missing")}
     out = [
         "<h4>Coverage</h4>",
         f"<p>{len(cells)} expected cells: {counts.get('graded', 0)} graded, "
