@@ -419,3 +419,20 @@ def test_the_drift_cost_csv_of_the_fixture_against_its_raw_episodes(fixture_sets
     assert [float(r["p_adjusted"]) for r in tested] == pytest.approx(p)
     summary = (out / "summary.md").read_text(encoding="utf-8")
     assert summary.index("Ruleset v1: what drift costs") < summary.index("Ruleset v1: overall score")
+
+
+def test_the_drift_cost_figure_draws_both_arms_of_every_subject():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from schemashift.report.drift_cost_figure import drift_cost_figure
+
+    episodes, drifts = hand_frames()
+    figure = drift_cost_figure(Analysis(episodes, drifts=drifts))
+    ax = figure.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["mixed", "oblivious"]
+    # oblivious: its drift point at 0 and its control point at 1, joined by the cost line
+    assert [0.0, 1.0] in [list(map(float, line.get_xdata())) for line in ax.lines]
+    episodes, drifts = hand_frames(control=False)
+    empty = drift_cost_figure(Analysis(episodes, drifts=drifts))
+    assert "no control-arm results" in empty.axes[0].texts[0].get_text()
