@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from schemashift.env.arms import CONTROL, DRIFT
 from schemashift.report import ReportError
 from schemashift.report.analysis import OVERALL, TRAINED_ON
 from schemashift.report.figures import INDEX_FILE
@@ -25,6 +26,7 @@ from schemashift.report.tables.format import (
     MISSING,
     PROVISIONAL,
     cell_text,
+    p_text,
     read_index,
 )
 from schemashift.report.tables.format import INDEX_FILE as TABLES_FILE
@@ -174,8 +176,10 @@ def headline_section(a: Analysis) -> list[str]:
 
 
 def drift_cost_section(a: Analysis, ruleset: str) -> list[str]:
-    """What drift costs on a ruleset with a control arm (the `<ruleset>_drift_cost` table): the
-    ruleset's section leads with it; one line where no control rows exist."""
+    """What drift costs on a ruleset with a control arm, compactly: each subject's success rate
+    with drift and in the control arm on the cells played in both, the cost and its verdict (the
+    `<ruleset>_drift_cost` table, scores included, follows under Details); one line where no
+    control rows exist."""
     from schemashift.report import arms
     from schemashift.report.tables.drift_cost import drift_cost_table
 
@@ -183,9 +187,27 @@ def drift_cost_section(a: Analysis, ruleset: str) -> list[str]:
         return []
     table = drift_cost_table(a, ruleset)
     out = [f'<h4 id="drift-cost-{html.escape(ruleset)}">{html.escape(table.title)}</h4>']
-    if table.rows:
-        body = [[_text(row[0]), _text(row[1]), *(_num(c) for c in row[2:])] for row in table.rows]
-        out.append(_table(table.header, body))
+    body = []
+    for subject in arms.subjects(a, ruleset):
+        cost = a.compared(ruleset, subject, arms.CONTROL_REFERENCE, "success")
+        flag = PROVISIONAL if cost.provisional else ""
+        interval = f"[{cost.ci_low:+.3f}, {cost.ci_high:+.3f}]" if cost.has_interval else f"({cost.note})"
+        p = f", p_holm={p_text(cost.p_adjusted)}" if cost.p_adjusted is not None else ""
+        body.append(
+            [
+                _text(a.shown(ruleset, subject)),
+                _num(arms.matched_episodes(a, ruleset, subject)),
+                *(
+                    _num(cell_text(arms.arm_stat(a, ruleset, subject, arm, "success")))
+                    for arm in (DRIFT, CONTROL)
+                ),
+                _num("missing" if cost.mean is None else f"{cost.mean:+.3f} {interval} n={cost.n}{flag}"),
+                _text(arms.cost_verdict(cost) + p),
+            ]
+        )
+    if body:
+        header = ["subject", "matched episodes", "success with drift", "success without (control)"]
+        out.append(_table([*header, "drift cost", "verdict"], body))
     out.append(f'<p class="note">{html.escape(table.note)}</p>')
     return out
 

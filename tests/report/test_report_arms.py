@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -373,23 +374,39 @@ def csv_rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+@pytest.fixture(scope="module")
+def control_report(fixture_sets: Path) -> Path:
+    """tables, figures and report.html of the fixture with its control arm."""
+    both, out = fixture_sets / "both", fixture_sets / "report"
+    args = ["--episodes", str(both / "episodes.parquet"), "--drifts", str(both / "drifts.parquet")]
+    args += ["--manifest", str(both / "manifest.json"), "--config", str(fixture_sets / "config.json")]
+    args += ["--bootstrap-samples", "200"]
+    with declared():
+        assert (
+            main(
+                [
+                    "report",
+                    "tables",
+                    *args,
+                    "--out",
+                    str(out / "tables"),
+                    "--summary",
+                    str(out / "summary.md"),
+                ]
+            )
+            == 0
+        )
+        assert main(["report", "figures", *args, "--out", str(out / "figures")]) == 0
+        html = ["--tables", str(out / "tables"), "--figures", str(out / "figures"), "--out", str(out)]
+        assert main(["report", "html", *args, *html]) == 0
+    return out
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_the_drift_cost_csv_of_the_fixture_against_its_raw_episodes(fixture_sets):
-    both, out = fixture_sets / "both", fixture_sets / "tables"
-    args = [
-        "report",
-        "tables",
-        "--episodes",
-        str(both / "episodes.parquet"),
-        "--drifts",
-        str(both / "drifts.parquet"),
-    ]
-    args += ["--manifest", str(both / "manifest.json"), "--config", str(fixture_sets / "config.json")]
-    with declared():
-        assert main([*args, "--out", str(out), "--bootstrap-samples", "200"]) == 0
-    with declared():
-        raw = load.episodes_frame(both / "episodes.parquet")
+def test_the_drift_cost_csv_of_the_fixture_against_its_raw_episodes(fixture_sets, control_report):
+    both, out = fixture_sets / "both", control_report / "tables"
+    raw = load.episodes_frame(both / "episodes.parquet")
     raw = raw[(raw["ruleset"] == "v1") & (raw["status"] == "graded")]
     records = csv_rows(out / "v1_drift_cost.csv")
     subjects = {r["subject"] for r in records}
@@ -417,8 +434,30 @@ def test_the_drift_cost_csv_of_the_fixture_against_its_raw_episodes(fixture_sets
     assert {r["family"] for r in tested} == {"drift cost"}
     p = holm_by_hand([float(r["p_value"]) for r in tested])
     assert [float(r["p_adjusted"]) for r in tested] == pytest.approx(p)
-    summary = (out / "summary.md").read_text(encoding="utf-8")
+    summary = (control_report / "summary.md").read_text(encoding="utf-8")
     assert summary.index("Ruleset v1: what drift costs") < summary.index("Ruleset v1: overall score")
+    assert (control_report / "figures" / "drift_cost.png").stat().st_size > 20_000
+    page = (control_report / "report.html").read_text(encoding="utf-8")
+    results = page[page.index('<h3 id="results-v1">') : page.index('<h2 id="details">')]
+    assert results.index('id="drift-cost-v1"') < results.index("success rate (overall)")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_results_tables_with_the_drift_cost_fit_the_page(control_report, tmp_path):
+    from browser_helpers import require_browser
+    from test_report_fixture import OVERFLOW_PROBE
+
+    from schemashift.report.screenshots import _run
+
+    browser = require_browser()
+    page = tmp_path / "probed.html"
+    text = (control_report / "report.html").read_text(encoding="utf-8")
+    page.write_text(text.replace("</body>", OVERFLOW_PROBE + "</body>"), encoding="utf-8")
+    dom = _run(browser, page.as_uri(), "--window-size=1280,2400", "--dump-dom").stdout
+    overflow = json.loads(re.search(r'data-overflow="([^"]*)"', dom).group(1).replace("&quot;", '"'))
+    # legacy's headline, v1's drift cost and v1's headline
+    assert len(overflow) == 3 and all(px <= 0 for px in overflow), overflow
 
 
 def test_the_drift_cost_figure_draws_both_arms_of_every_subject():
@@ -434,5 +473,9 @@ def test_the_drift_cost_figure_draws_both_arms_of_every_subject():
     # oblivious: its drift point at 0 and its control point at 1, joined by the cost line
     assert [0.0, 1.0] in [list(map(float, line.get_xdata())) for line in ax.lines]
     episodes, drifts = hand_frames(control=False)
-    empty = drift_cost_figure(Analysis(episodes, drifts=drifts))
-    assert "no control-arm results" in empty.axes[0].texts[0].get_text()
+    alone = drift_cost_figure(Analysis(episodes, drifts=drifts)).axes[0]
+    assert "the control arm was not played" in alone.get_title()
+    assert [t.get_text() for t in alone.get_yticklabels()] == ["mixed", "oblivious"]
+    legacy = (frame.assign(ruleset="legacy") for frame in (episodes, drifts))
+    empty = drift_cost_figure(Analysis(next(legacy), drifts=next(legacy)))
+    assert "no ruleset with a control arm ran" in empty.axes[0].texts[0].get_text()
