@@ -479,3 +479,30 @@ def test_the_drift_cost_figure_draws_both_arms_of_every_subject():
     legacy = (frame.assign(ruleset="legacy") for frame in (episodes, drifts))
     empty = drift_cost_figure(Analysis(next(legacy), drifts=next(legacy)))
     assert "no ruleset with a control arm ran" in empty.axes[0].texts[0].get_text()
+
+
+def test_a_missing_control_cell_is_named_with_its_arm(played, tmp_path, capsys):
+    root, _ = played
+    cell = {"ruleset": "v1", "policy": "oracle", "scenario": A, "seed": 0, "sample_index": 0}
+    expected = tmp_path / "expected.json"
+    expected.write_text(json.dumps([cell, {**cell, "arm": CONTROL}, {**cell, "seed": 5, "arm": CONTROL}]))
+    out = tmp_path / "out"
+    args = ["aggregate", "--cells", str(root / "cells"), "--out-episodes", str(out / "e.parquet")]
+    args += [
+        "--out-drifts",
+        str(out / "d.parquet"),
+        "--manifest",
+        str(out / "m.json"),
+        "--expected",
+        str(expected),
+    ]
+    with declared():
+        assert main(args) == 0
+    err = capsys.readouterr().err
+    assert f"missing cell v1/oracle/{A} seed 5 sample 0 (control arm)" in err
+    cells = json.loads((out / "m.json").read_text(encoding="utf-8"))["cells"]
+    assert [(c.get("arm"), c["status"]) for c in cells] == [
+        (None, "graded"),
+        (CONTROL, "graded"),
+        (CONTROL, "missing"),
+    ]
