@@ -290,7 +290,9 @@ def manifest_cells(manifest: Mapping[str, Any] | None, arm: str = DEFAULT_ARM) -
 def coverage(episodes: pd.DataFrame, manifest: Mapping[str, Any] | None, ruleset: str) -> dict[str, Any]:
     """Graded and infra_error episode counts of a ruleset's drift arm, and the expected cells of
     that arm that are missing."""
-    rows = episodes[(episodes["ruleset"] == ruleset) & (with_arm(episodes.copy())[ARM] == DEFAULT_ARM)]
+    rows = episodes[episodes["ruleset"] == ruleset]
+    if ARM in rows:
+        rows = rows[rows[ARM].fillna(DEFAULT_ARM) == DEFAULT_ARM]
     cells = [c for c in manifest_cells(manifest) if c.get("ruleset") == ruleset]
     missing = [c for c in cells if c.get("status") == "missing"]
     return {
