@@ -14,15 +14,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import schemashift
+from schemashift.env.arms import DEFAULT_ARM
 from schemashift.lineage import GO_NO_GO_FILE, RUN_INDEX, read_run_index
 from schemashift.report import ReportError
 from schemashift.report.load import (
+    ARM,
     CELL_KEYS,
     EPISODES_FILE,
     MODEL_KEYS,
     TRAINING_FILE,
     TRAJECTORIES_FILE,
     CellFiles,
+    arm_of,
     cell_key,
     find_cells,
     read_json,
@@ -35,11 +38,11 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 #: row order of the aggregated tables; the last keys only break ties between runs of one cell
-EPISODE_ORDER = (*CELL_KEYS, "train_run", "checkpoint_step", "sweep_id")
+EPISODE_ORDER = (*CELL_KEYS, ARM, "train_run", "checkpoint_step", "sweep_id")
 DRIFT_ORDER = (*EPISODE_ORDER, "drift_index")
 #: what a drift row shares with its episode besides the run id (drift rows carry no harness: a
-#: run id is one sweep, so one harness)
-IDENTITY = ("ruleset", "policy", "train_run", "checkpoint_step", "scenario", "seed", "sample_index")
+#: run id is one sweep, so one harness); the arm too, so a control episode is never its drift twin
+IDENTITY = ("ruleset", "policy", "train_run", "checkpoint_step", "scenario", "seed", "sample_index", ARM)
 #: what identifies one episode: the same identity in two files means a cell was counted twice
 EPISODE_IDENTITY = (*IDENTITY, "harness")
 STATUSES = ("graded", "infra_error")
@@ -75,7 +78,7 @@ def merge(dirs: Iterable[str | Path], exclude: Iterable[str | Path] = ()) -> Mer
         drifts = read_table(cell.drifts, "drifts")
         _check_drift_keys(cell, episodes, drifts)
         _check_trajectories(cell)
-        for row in episodes.select(["status", *EPISODE_IDENTITY]).to_pylist():
+        for row in _rows(episodes, ["status", *EPISODE_IDENTITY]):
             if row["status"] not in STATUSES:
                 raise ReportError(f"{cell.episodes}: unknown episode status {row['status']!r}")
             identity = tuple(row[key] for key in EPISODE_IDENTITY)
@@ -109,24 +112,35 @@ def _check_trajectories(cell: CellFiles) -> None:
 def _check_drift_keys(cell: CellFiles, episodes: pa.Table, drifts: pa.Table) -> None:
     """Every drift row belongs to an episode of its own directory (same run id and cell)."""
     keys = ("sweep_id", *IDENTITY)
-    known = {tuple(row.values()) for row in episodes.select(list(keys)).to_pylist()}
-    for row in drifts.select(list(keys)).to_pylist():
-        if tuple(row.values()) not in known:
+    known = {tuple(row[k] for k in keys) for row in _rows(episodes, keys)}
+    for row in _rows(drifts, keys):
+        if tuple(row[k] for k in keys) not in known:
             raise ReportError(
                 f"{cell.drifts}: a drift row of sweep {row['sweep_id']} ({_describe(row)}) has no episode "
                 f"in {cell.episodes}: the files do not belong together; rerun this cell"
             )
 
 
+def _rows(table: pa.Table, keys: Sequence[str]) -> list[dict[str, Any]]:
+    """`keys` of every row as dicts; `arm` filled with the drift arm where the table has no such
+    column (written before arms existed) or a row holds null."""
+    rows = table.select([k for k in keys if k in table.column_names]).to_pylist()
+    if ARM in keys:
+        for row in rows:
+            row[ARM] = row.get(ARM) or DEFAULT_ARM
+    return rows
+
+
 def _describe(row: Mapping[str, Any]) -> str:
-    return ", ".join(f"{key}={row[key]}" for key in EPISODE_IDENTITY if row.get(key) is not None)
+    shown = (k for k in EPISODE_IDENTITY if k != ARM or row.get(ARM, DEFAULT_ARM) != DEFAULT_ARM)
+    return ", ".join(f"{key}={row[key]}" for key in shown if row.get(key) is not None)
 
 
 def _sorted(table: pa.Table, keys: Sequence[str]) -> pa.Table:
     """`table` sorted by `keys`, nulls first (in Python, for the same order on every pyarrow)."""
     import pyarrow as pa
 
-    columns = table.select(list(keys)).to_pylist()
+    columns = _rows(table, keys)
     order = sorted(
         range(table.num_rows),
         key=lambda i: tuple((0,) if columns[i][k] is None else (1, columns[i][k]) for k in keys),
@@ -147,7 +161,7 @@ def cell_statuses(
     """
     found: dict[tuple[Any, ...], set[str]] = {}
     first: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for row in episodes.select(["status", *CELL_KEYS, *MODEL_KEYS]).to_pylist():
+    for row in _rows(episodes, ["status", *CELL_KEYS, *MODEL_KEYS, ARM]):
         key = cell_key(row)
         found.setdefault(key, set()).add(row["status"])
         first.setdefault(key, row)
@@ -166,6 +180,7 @@ def cell_statuses(
             {
                 **{key: cell[key] for key in CELL_KEYS},
                 **{key: cell.get(key) for key in MODEL_KEYS},
+                **({ARM: cell[ARM]} if cell.get(ARM, DEFAULT_ARM) != DEFAULT_ARM else {}),
                 "status": status,
             }
         )
@@ -203,7 +218,7 @@ def manifest(
     episodes = merged.episodes
     statuses = episodes.column("status").to_pylist()
     expected_keys = {cell_key(c) for c in cells}
-    keys = episodes.select([*CELL_KEYS, *MODEL_KEYS]).to_pylist()
+    keys = _rows(episodes, [*CELL_KEYS, *MODEL_KEYS, ARM])
     return {
         "schemashift_version": schemashift.__version__,
         "record_schema_version": records.RECORD_SCHEMA_VERSION,
@@ -343,7 +358,8 @@ TEXT_LIMIT = 240
 def failed_examples(
     cells: Sequence[CellFiles], per_subject: int = EXAMPLES_PER_SUBJECT
 ) -> list[dict[str, Any]]:
-    """Up to `per_subject` failed graded episodes of every subject, as their key steps.
+    """Up to `per_subject` failed graded episodes of every subject in the drift arm, as their key
+    steps.
 
     Picked without randomness: the failures of a subject sorted by (scenario, seed, sample), then
     taken one scenario at a time (the first failure of each scenario, then the second...), so the
@@ -360,6 +376,8 @@ def failed_examples(
             for trajectory in io.read_jsonl(path):
                 final = trajectory.get("final") or {}
                 if trajectory.get("status") != "graded" or final.get("success") is not False:
+                    continue
+                if arm_of(trajectory) != DEFAULT_ARM:  # the examples show the drift arm's failures
                     continue
                 subject = Subject.of_record(trajectory).label
                 failures.setdefault((trajectory["ruleset"], subject), []).append(_example(trajectory))

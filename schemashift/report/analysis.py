@@ -20,15 +20,18 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from schemashift.env.arms import CONTROL, DRIFT
 from schemashift.lineage import GO_NO_GO_STEP, go_no_go
 from schemashift.report import ReportError, published
 from schemashift.report.load import (
+    ARM,
     OVERALL,
     catalogue_tier,
     manifest_cells,
     report_policies,
     sorted_scenarios,
     tier_rank,
+    with_arm,
 )
 from schemashift.report.stats import (
     BOUNDED,
@@ -171,17 +174,26 @@ class Analysis:
         samples: int = 2000,
         seed: int = 0,
     ) -> None:
-        self.episodes = episodes
+        # every table, figure and comparison but the drift cost reads the drift arm (`episodes`,
+        # `drifts`, `expected`): control rows change none of them; `report.arms` reads both arms
+        episodes = with_arm(episodes.copy())
+        self.all_episodes = episodes
+        self.episodes = episodes[episodes[ARM] == DRIFT].reset_index(drop=True)
+        self.control = episodes[episodes[ARM] == CONTROL].reset_index(drop=True)
         self.manifest = manifest
         self.config = config or {"models": {}, "train": {"runs": {}, "defaults": {}}, "report": {}}
-        self.drifts = drifts
+        self.all_drifts = None if drifts is None else with_arm(drifts.copy())
+        self.drifts = (
+            None if drifts is None else self.all_drifts[self.all_drifts[ARM] == DRIFT].reset_index(drop=True)
+        )
         self.training = training
         self.examples = list(examples)
         self.samples = samples
         self.seed = seed
         self.expected = manifest_cells(manifest)
-        self.rulesets = sorted(set(episodes["ruleset"]) | {c["ruleset"] for c in self.expected})
-        self.graded = episodes[episodes["status"] == "graded"]
+        self.expected_control = manifest_cells(manifest, CONTROL)
+        self.rulesets = sorted(set(self.episodes["ruleset"]) | {c["ruleset"] for c in self.expected})
+        self.graded = self.episodes[self.episodes["status"] == "graded"]
         self._stats: dict[tuple[Any, ...], Stat] = {}
         self._trained: dict[tuple[str, str], bool] = {}
 

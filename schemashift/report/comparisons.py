@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from schemashift.report import arms
 from schemashift.report.load import OVERALL
 from schemashift.report.stats import Stat, adjust
 from schemashift.rollout.subject import DEFAULT_HARNESS
@@ -80,6 +81,14 @@ FAMILIES: dict[str, tuple[str, Callable[[Analysis], Iterator[Key]]]] = {
     "reward ablation": ("does another reward change the trained score?", _ablation("reward")),
     "model ablation": ("does another base model change the trained score?", _ablation("base_model")),
     "harnesses": ("does a harness change a model's result against the default one?", _harnesses),
+    "drift cost": (
+        "does drift change a subject's result against the same cells without drift (overall)?",
+        arms.members,
+    ),
+    "drift cost by kind": (
+        "does a drift kind change a subject's result against the same cells without drift?",
+        arms.members_by_kind,
+    ),
 }
 
 
@@ -89,9 +98,18 @@ def adjusted_families(a: Analysis) -> dict[Key, Stat]:
     out: dict[Key, Stat] = {}
     for family, (_, members) in FAMILIES.items():
         keys = list(dict.fromkeys(k for k in members(a) if k not in out))
-        stats = [a.paired(*key) for key in keys]
+        stats = [_stat(a, key) for key in keys]
         out.update(zip(keys, adjust(stats, family), strict=True))
     return out
+
+
+def _stat(a: Analysis, key: Key) -> Stat:
+    """A comparison of a family, unadjusted: a drift cost against the subject's own control arm
+    (`arms.CONTROL_REFERENCE`), else two subjects paired (`Analysis.paired`)."""
+    ruleset, subject, reference, metric, column = key
+    if reference == arms.CONTROL_REFERENCE:
+        return arms.cost(a, ruleset, subject, metric, column)
+    return a.paired(*key)
 
 
 def family_sizes(a: Analysis) -> dict[str, int]:

@@ -25,6 +25,7 @@ from schemashift.report.analysis import (
     smoothing_window,
 )
 from schemashift.report.comparisons import ablation_groups
+from schemashift.report.drift_cost_figure import drift_cost_figure
 from schemashift.report.load import coverage, coverage_text
 from schemashift.report.stats import LEVEL, Stat
 from schemashift.rollout.subject import Subject
@@ -47,6 +48,13 @@ STEMS = (
     "coverage",
     "efficiency",
     "final_actions",
+    "drift_cost",
+)
+
+
+DRIFT_COST_CAPTION = (
+    "What drift costs: each subject's overall success rate with drift and in the control arm (drift "
+    "plan off) on the cells it played in both; every other figure shows the drift arm only."
 )
 
 
@@ -135,6 +143,7 @@ def write(a: Analysis, out_dir: str | Path) -> list[dict[str, Any]]:
             "Final action of each graded episode per subject: complete_task is a voluntary stop; any other "
             "action means the step limit was reached.",
         ),
+        ("drift_cost", lambda: drift_cost_figure(a), DRIFT_COST_CAPTION),
     ]
     for stem, make, caption in makers:
         figure = make()

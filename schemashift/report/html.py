@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from schemashift.env.arms import CONTROL, DRIFT
 from schemashift.report import ReportError
 from schemashift.report.analysis import OVERALL, TRAINED_ON
 from schemashift.report.figures import INDEX_FILE
@@ -25,6 +26,7 @@ from schemashift.report.tables.format import (
     MISSING,
     PROVISIONAL,
     cell_text,
+    p_text,
     read_index,
 )
 from schemashift.report.tables.format import INDEX_FILE as TABLES_FILE
@@ -77,7 +79,7 @@ def render(a: Analysis, tables_dir: str | Path, figures_dir: str | Path) -> str:
         *what_ran(a),
         *tables_section(Path(tables_dir)),
         *figures_section(figures),
-        *provenance_section(a.episodes, a.manifest),
+        *provenance_section(a.all_episodes, a.manifest),
         "</body>",
         "</html>",
         "",
@@ -157,6 +159,7 @@ def headline_section(a: Analysis) -> list[str]:
             for subject in a.ran(ruleset)
         ]
         out.append(f'<h3 id="results-{html.escape(ruleset)}">Ruleset {html.escape(ruleset)}</h3>')
+        out += drift_cost_section(a, ruleset)
         if body:
             header = ["subject", "what", "success rate (overall)", "mean score (overall)", "coverage"]
             out.append(_table(header, body))
@@ -169,6 +172,43 @@ def headline_section(a: Analysis) -> list[str]:
         'static image under <a href="#figures">Figures</a> (PNG and PDF beside this page for papers).</p>'
     )
     out += interactive_figures(a)
+    return out
+
+
+def drift_cost_section(a: Analysis, ruleset: str) -> list[str]:
+    """What drift costs on a ruleset with a control arm, compactly: each subject's success rate
+    with drift and in the control arm on the cells played in both, the cost and its verdict (the
+    `<ruleset>_drift_cost` table, scores included, follows under Details); one line where no
+    control rows exist."""
+    from schemashift.report import arms
+    from schemashift.report.tables.drift_cost import drift_cost_table
+
+    if not arms.plays_control(a, ruleset):
+        return []
+    table = drift_cost_table(a, ruleset)
+    out = [f'<h4 id="drift-cost-{html.escape(ruleset)}">{html.escape(table.title)}</h4>']
+    body = []
+    for subject in arms.subjects(a, ruleset):
+        cost = a.compared(ruleset, subject, arms.CONTROL_REFERENCE, "success")
+        flag = PROVISIONAL if cost.provisional else ""
+        interval = f"[{cost.ci_low:+.3f}, {cost.ci_high:+.3f}]" if cost.has_interval else f"({cost.note})"
+        p = f", p_holm={p_text(cost.p_adjusted)}" if cost.p_adjusted is not None else ""
+        body.append(
+            [
+                _text(a.shown(ruleset, subject)),
+                _num(arms.matched_episodes(a, ruleset, subject)),
+                *(
+                    _num(cell_text(arms.arm_stat(a, ruleset, subject, arm, "success")))
+                    for arm in (DRIFT, CONTROL)
+                ),
+                _num("missing" if cost.mean is None else f"{cost.mean:+.3f} {interval} n={cost.n}{flag}"),
+                _text(arms.cost_verdict(cost) + p),
+            ]
+        )
+    if body:
+        header = ["subject", "matched episodes", "success with drift", "success without (control)"]
+        out.append(_table([*header, "drift cost", "verdict"], body))
+    out.append(f'<p class="note">{html.escape(table.note)}</p>')
     return out
 
 
@@ -264,8 +304,8 @@ def coverage_section(a: Analysis) -> list[str]:
             "<h4>Coverage</h4>",
             '<p class="note">No manifest was given: the expected and missing cells are unknown.</p>',
         ]
-    counts = manifest.get("counts") or {}
-    cells = manifest_cells(manifest)
+    cells = manifest_cells(manifest)  # the drift arm's: control cells are the drift cost's
+    counts = {s: sum(c.get("status") == s for c in cells) for s in ("graded", "infra_error", "missing")}
     out = [
         "<h4>Coverage</h4>",
         f"<p>{len(cells)} expected cells: {counts.get('graded', 0)} graded, "

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from schemashift.env.arms import ARMS, DEFAULT_ARM
 from schemashift.report import ReportError
 from schemashift.rollout import records, resultset
 from schemashift.rollout.subject import Subject
@@ -27,6 +28,9 @@ CELL_KEYS = ("ruleset", "policy", "scenario", "seed", "sample_index")
 #: what tells model evaluations apart: the training run, the checkpoint's optimizer step and the
 #: harness the model acted through
 MODEL_KEYS = ("train_run", "checkpoint_step", "harness")
+#: the column naming the arm a row was played in (`env.arms`); a row or file without it (written
+#: before arms existed) and a null there are the drift arm, `DEFAULT_ARM`
+ARM = "arm"
 TRAJECTORIES_FILE = resultset.TRAJECTORIES_FILE
 TRAINING_FILE = "metrics.parquet"
 #: scenario difficulty tiers in display order; other tiers follow, sorted
@@ -153,12 +157,18 @@ def read_json(path: str | Path, what: str) -> Any:
         raise ReportError(f"{what} {path}: JSON nested too deeply") from None
 
 
+def arm_of(row: Mapping[str, Any]) -> str:
+    """The arm of a row, expected cell or trajectory: its `arm`, the drift arm where it names none."""
+    return row.get(ARM) or DEFAULT_ARM
+
+
 def read_expected_cells(path: str | Path) -> list[dict[str, Any]]:
     """The expected cells listed in a JSON file, validated.
 
     Each is `{"ruleset", "policy", "scenario", "seed"}` with optional `sample_index` (default 0),
     and for a model evaluation `train_run` (null for an untrained model), `checkpoint_step`
-    (0 for the untrained base model) and `harness`; these default to null.
+    (0 for the untrained base model) and `harness`; these default to null. `arm` (`env.arms`)
+    defaults to the drift arm.
     """
     data = read_json(path, "expected cells")
     if not isinstance(data, list):
@@ -168,9 +178,11 @@ def read_expected_cells(path: str | Path) -> list[dict[str, Any]]:
         where = f"expected cells {path}: entry {i}"
         if not isinstance(item, Mapping):
             raise ReportError(f"{where}: not an object")
-        unknown = sorted(set(item) - set(CELL_KEYS) - set(MODEL_KEYS))
+        unknown = sorted(set(item) - set(CELL_KEYS) - set(MODEL_KEYS) - {ARM})
         if unknown:
             raise ReportError(f"{where}: unknown key(s) {', '.join(unknown)}")
+        if arm_of(item) not in ARMS:
+            raise ReportError(f"{where}: arm must be one of {', '.join(ARMS)}, got {item[ARM]!r}")
         cell = {"sample_index": 0, **dict.fromkeys(MODEL_KEYS), **item}
         for key in (*CELL_KEYS, *MODEL_KEYS):
             value = cell.get(key)
@@ -186,13 +198,15 @@ def read_expected_cells(path: str | Path) -> list[dict[str, Any]]:
                 raise ReportError(
                     f"{where}: {key} must be {kind}{' or null' if optional else ''}, got {value!r}"
                 )
-        cells.append({key: cell[key] for key in (*CELL_KEYS, *MODEL_KEYS)})
+        cells.append({**{key: cell[key] for key in (*CELL_KEYS, *MODEL_KEYS)}, ARM: arm_of(cell)})
     return cells
 
 
 def cell_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    """(ruleset, subject, scenario, seed, sample_index): one expected cell of one evaluated subject."""
-    return (row["ruleset"], Subject.of_record(row).label, row["scenario"], row["seed"], row["sample_index"])
+    """(ruleset, subject, scenario, seed, sample_index, arm): one expected cell of one evaluated
+    subject in one arm (a control cell is never the drift cell of the same seed)."""
+    label = Subject.of_record(row).label
+    return (row["ruleset"], label, row["scenario"], row["seed"], row["sample_index"], arm_of(row))
 
 
 def tier_rank(tier: str | None) -> tuple[int, str]:
@@ -218,10 +232,16 @@ def _subjects(frame: pd.DataFrame) -> list[Subject]:
     return [Subject.of_record(row) for row in frame[columns].to_dict("records")]
 
 
+def with_arm(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with its `arm` column filled: the drift arm where the column or a value is missing."""
+    frame[ARM] = frame[ARM].fillna(DEFAULT_ARM) if ARM in frame else DEFAULT_ARM
+    return frame
+
+
 def episodes_frame(path: str | Path) -> pd.DataFrame:
-    """The episodes file as a frame, with each row's subject's `label` and `kind` (`Subject`) and
-    `success` as 1.0/0.0/NaN."""
-    frame = read_table(path, "episodes").to_pandas()
+    """The episodes file as a frame, with each row's subject's `label` and `kind` (`Subject`),
+    `success` as 1.0/0.0/NaN and its `arm` (`with_arm`)."""
+    frame = with_arm(read_table(path, "episodes").to_pandas())
     if frame.empty:
         raise ReportError(f"{path}: no episodes")
     unknown = sorted((set(frame["status"].dropna()) - {"graded", "infra_error"}) | _nulls(frame["status"]))
@@ -240,8 +260,8 @@ def _nulls(series: pd.Series) -> set[str]:
 
 
 def drifts_frame(path: str | Path) -> pd.DataFrame:
-    """The drifts file as a frame with each row's subject `label`."""
-    frame = read_table(path, "drifts").to_pandas()
+    """The drifts file as a frame with each row's subject `label` and its `arm` (`with_arm`)."""
+    frame = with_arm(read_table(path, "drifts").to_pandas())
     frame["label"] = [subject.label for subject in _subjects(frame)]
     return frame
 
@@ -253,20 +273,26 @@ def training_frame(path: str | Path) -> pd.DataFrame:
     return frame[~superseded].sort_values(["train_run", "step"]).reset_index(drop=True)
 
 
-def manifest_cells(manifest: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """The cells a manifest lists (each with its status and `subject`), or none."""
+def manifest_cells(manifest: Mapping[str, Any] | None, arm: str = DEFAULT_ARM) -> list[dict[str, Any]]:
+    """The cells of `arm` a manifest lists (each with its status and `subject`), or none; a cell
+    that names no arm is the drift arm's."""
     if not manifest:
         return []
     cells = []
     for cell in manifest.get("cells") or []:
+        if arm_of(cell) != arm:
+            continue
         cell = {"train_run": None, "checkpoint_step": None, **cell}
         cells.append({**cell, "subject": cell_key(cell)[1]})
     return cells
 
 
 def coverage(episodes: pd.DataFrame, manifest: Mapping[str, Any] | None, ruleset: str) -> dict[str, Any]:
-    """Graded and infra_error episode counts of a ruleset, and the expected cells that are missing."""
+    """Graded and infra_error episode counts of a ruleset's drift arm, and the expected cells of
+    that arm that are missing."""
     rows = episodes[episodes["ruleset"] == ruleset]
+    if ARM in rows:
+        rows = rows[rows[ARM].fillna(DEFAULT_ARM) == DEFAULT_ARM]
     cells = [c for c in manifest_cells(manifest) if c.get("ruleset") == ruleset]
     missing = [c for c in cells if c.get("status") == "missing"]
     return {

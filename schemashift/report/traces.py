@@ -14,7 +14,8 @@ one Trackio run per ruleset and subject, `episodes.<ruleset>.<subject>`. A trace
   `DRIFT <kind> on <tool>.<endpoint>`, with error status so the inspector marks it;
 - metadata: ruleset, subject, scenario, seed, sample, success, score, steps, the planned drifts.
 
-Traces are logged under the key `<scenario>/seed-<n>/sample-<k>` (searchable in the Traces tab)
+Traces are logged under the key `<scenario>/seed-<n>/sample-<k>` (searchable in the Traces tab;
+`/control` after it for an episode of the control arm, whose verdict line and metadata say so)
 with fixed ids and timestamps, so the same results give the same traces. The report's failed
 examples link to their run's traces (`trace_link`).
 """
@@ -28,7 +29,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from schemashift.env.arms import DEFAULT_ARM
 from schemashift.report import ReportError
+from schemashift.report.load import arm_of
 from schemashift.rollout.subject import Subject
 
 #: a run with at most this many episodes is traced whole
@@ -52,8 +55,11 @@ def trace_run(ruleset: str, subject: str) -> str:
     return f"{RUN_PREFIX}.{_slug(ruleset)}.{_slug(subject)}"
 
 
-def trace_key(scenario: str, seed: int, sample_index: int) -> str:
-    return f"{scenario}/seed-{seed}/sample-{sample_index}"
+def trace_key(scenario: str, seed: int, sample_index: int, arm: str = DEFAULT_ARM) -> str:
+    """`<scenario>/seed-<n>/sample-<k>`, and `/control` after it for an episode of the control arm
+    (the same cell with its drift plan off is another episode)."""
+    key = f"{scenario}/seed-{seed}/sample-{sample_index}"
+    return key if arm == DEFAULT_ARM else f"{key}/{arm}"
 
 
 def trace_link(base_url: str, project: str, ruleset: str, subject: str) -> str:
@@ -73,7 +79,12 @@ def selected(trajectories: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any
         if (trajectory.get("final") or {}).get("success") is not True:
             kept.append(trajectory)
             continue
-        group = (trajectory["ruleset"], Subject.of_record(trajectory).label, trajectory["scenario"])
+        group = (
+            trajectory["ruleset"],
+            Subject.of_record(trajectory).label,
+            trajectory["scenario"],
+            arm_of(trajectory),
+        )
         successes[group] = successes.get(group, 0) + 1
         if successes[group] <= SUCCESSES_PER_SCENARIO:
             kept.append(trajectory)
@@ -81,7 +92,8 @@ def selected(trajectories: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any
 
 
 def _order(t: Mapping[str, Any]) -> tuple:
-    return (t["ruleset"], Subject.of_record(t).label, t["scenario"], t["seed"], t.get("sample_index", 0))
+    label = Subject.of_record(t).label
+    return (t["ruleset"], label, arm_of(t) != DEFAULT_ARM, t["scenario"], t["seed"], t.get("sample_index", 0))
 
 
 def read_trajectories(dirs: Iterable[str | Path]) -> list[dict[str, Any]]:
@@ -121,7 +133,9 @@ def trace_runs(trajectories: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
             },
         )
         step = len(run["steps"])
-        key = trace_key(trajectory["scenario"], trajectory["seed"], trajectory.get("sample_index", 0))
+        key = trace_key(
+            trajectory["scenario"], trajectory["seed"], trajectory.get("sample_index", 0), arm_of(trajectory)
+        )
         run["steps"].append(step)
         run["timestamps"].append((EPOCH + timedelta(seconds=step)).isoformat())
         run["log_ids"].append(f"{name}/{key}")  # Trackio keeps one metrics row per log id
@@ -158,6 +172,9 @@ def episode_trace(trajectory: Mapping[str, Any], subject: str, task: str) -> dic
         f"[{verdict} score {_fmt(final.get('score'))}] {trajectory['ruleset']} / {subject} / "
         f"{trajectory['scenario']} seed {trajectory['seed']}"
     )
+    arm = arm_of(trajectory)
+    if arm != DEFAULT_ARM:  # a control episode: the same cell with its drift plan off
+        header += f" ({arm} arm)"
     # the dashboard lists a trace by its first user message: the verdict; the task comes first
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": task},
@@ -237,6 +254,7 @@ def episode_trace(trajectory: Mapping[str, Any], subject: str, task: str) -> dic
         "steps": len(trajectory.get("steps") or []),
         "drifts_fired": sum(len(s.get("drift_events") or []) for s in trajectory.get("steps") or []),
         "planned_drifts": [drift_label(d) for d in trajectory.get("schedule") or []],
+        **({"arm": arm} if arm != DEFAULT_ARM else {}),
     }
     return {"messages": messages, "metadata": metadata, "spans": spans}
 

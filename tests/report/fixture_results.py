@@ -12,7 +12,13 @@ Every episode is played for real by the in-process runner and written by its wri
   `results/eval/<ruleset>/` (none of these folders is an output path of the workflow's
   evaluation rules, so its report rules take them as found);
 - `results/train/<run>/metrics.parquet` (with superseded rows after a resume), `go_no_go.json`
-  and the run index `run.json`.
+  and the run index `run.json`;
+- with `control=True`, the control arm (`env.arms`: the same cells with the drift plan off) of
+  every v1 subject, under `results/control/`: the rule baselines (`cells/v1/<baseline>/`) and the
+  coder run's base and trained checkpoint (`eval/v1/<folder>/`), each cell played for real with
+  `Environment.reset(..., arm="control")` through the runner, a model's choice of policy at each
+  cell the same as in its drift arm. Those rows carry `arm` (`arm_records`), which needs the
+  column declared (`arm_records.declared()`) until the records declare it.
 
 A model is stood in for by the built-in policies it is recorded as: at each (scenario, seed,
 sample) a checkpoint plays the oracle with a probability that grows with its step, else the naive
@@ -30,7 +36,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from arm_records import ArmBackend, mark_arm
+
 from schemashift import lineage
+from schemashift.env.arms import CONTROL, DEFAULT_ARM
 from schemashift.env.rulesets import get_ruleset
 from schemashift.lineage import RUN_INDEX
 from schemashift.policies import make_policy
@@ -131,13 +140,24 @@ def _chance(*key: Any) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def _play(policy_name: str, ruleset: str, scenario: str, seed: int, sample: int, context: SweepContext):
-    backend = make_backend("inprocess")
+def _play(
+    policy_name: str,
+    ruleset: str,
+    scenario: str,
+    seed: int,
+    sample: int,
+    context: SweepContext,
+    arm: str = DEFAULT_ARM,
+):
+    backend = make_backend("inprocess") if arm == DEFAULT_ARM else ArmBackend(arm)
     try:
         policy = make_policy(policy_name, ruleset)
-        return play_episode(backend, policy, Cell(ruleset, scenario, seed, sample), context)
+        cell = Cell(ruleset, scenario, seed, sample, arm=arm)
+        result = play_episode(backend, policy, cell, context)
     finally:
         backend.close()
+    mark_arm(result, cell.arm)  # the runner writes `arm` itself once arm-plumb lands
+    return result
 
 
 def _model_columns(
@@ -223,6 +243,7 @@ def _evaluation(
     bad: str = "naive_heuristic",
     harness: str = "default",
     ruleset: str = "legacy",
+    arm: str = DEFAULT_ARM,
 ) -> None:
     rng = random.Random(json.dumps(key))
     out = []
@@ -232,7 +253,7 @@ def _evaluation(
         for seed in SEEDS:
             for sample in range(SAMPLES):
                 chosen = good if _chance(*key, scenario, seed, sample) < skill else bad
-                result = _play(chosen, ruleset, scenario, seed, sample, context)
+                result = _play(chosen, ruleset, scenario, seed, sample, context, arm)
                 _model_columns(result, base_model, context.adapter_sha256, rng, harness)
                 if (key[0], key[1], scenario, seed) in INFRA:
                     _infra(result, "TimeoutError: the API did not answer in 120 s")
@@ -337,10 +358,16 @@ def _engine_mismatch(rng: random.Random) -> dict[str, float]:
 
 
 def build(
-    results: Path, scenarios: tuple[str, ...] = SCENARIOS, rulesets: tuple[str, ...] = ("legacy", "v1")
+    results: Path,
+    scenarios: tuple[str, ...] = SCENARIOS,
+    rulesets: tuple[str, ...] = ("legacy", "v1"),
+    control: bool = False,
 ) -> Path:
-    """Write the whole fixture under `results` (the workflow's results/ folder); returns it."""
+    """Write the whole fixture under `results` (the workflow's results/ folder); returns it. With
+    `control`, also the control arm of the v1 subjects under `results/control/`."""
     _baseline_cells(results, rulesets, scenarios)
+    if control and CONTROL_RULESET in rulesets:
+        _control_arm(results / CONTROL_FOLDER, scenarios)
     for name in ("qwen-1.5b", "qwen-coder-1.5b"):
         run = "coder" if name == "qwen-coder-1.5b" else "shaped"
         context = SweepContext(
@@ -400,6 +427,13 @@ def build(
         good="policy_aware_heuristic",
         harness="tools",
     )
+    _extra(results / "eval", rulesets, scenarios)
+    _training(results)
+    return results
+
+
+def _extra(out: Path, rulesets: tuple[str, ...], scenarios: tuple[str, ...], arm: str = DEFAULT_ARM) -> None:
+    """The evaluations of `EXTRA` on `rulesets`, in `arm`, under `out/<ruleset>/<folder>`."""
     for (run, ruleset, harness), steps in EXTRA.items():
         if ruleset not in rulesets:
             continue
@@ -415,7 +449,7 @@ def build(
                 harness=harness,
             )
             _evaluation(
-                results / "eval" / ruleset / _eval_folder(run, step, harness),
+                out / ruleset / _eval_folder(run, step, harness),
                 context,
                 SKILL[run][step],
                 (run, step, ruleset, harness),
@@ -423,9 +457,30 @@ def build(
                 _base_model(RUNS[run]["base_model"]),
                 harness=harness,
                 ruleset=ruleset,
+                arm=arm,
             )
-    _training(results)
-    return results
+
+
+#: the ruleset whose subjects the fixture also plays in the control arm, and where
+CONTROL_RULESET = "v1"
+CONTROL_FOLDER = "control"
+
+
+def _control_arm(out: Path, scenarios: tuple[str, ...]) -> None:
+    """The control arm of every v1 subject (rule baselines, the EXTRA models on v1), played for
+    real on the same cells and sweeps as their drift arm."""
+    for policy in BASELINES:
+        context = SweepContext(
+            sweep_id=f"fixture-{CONTROL_RULESET}-{policy}", policy=policy, config_hash=CONFIG_HASH
+        )
+        played = [
+            _play(policy, CONTROL_RULESET, scenario, seed, i, context, CONTROL)
+            for scenario in scenarios_for(CONTROL_RULESET, scenarios)
+            for seed in SEEDS
+            for i in range(SAMPLES)
+        ]
+        write_results(out / "cells" / CONTROL_RULESET / policy, played)
+    _extra(out / "eval", (CONTROL_RULESET,), scenarios, CONTROL)
 
 
 def _model_subject(run: str, step: int) -> tuple[str, str | None, str | None]:
@@ -443,10 +498,13 @@ def _eval_folder(run: str, step: int, harness: str) -> str:
 
 
 def expected_cells(
-    rulesets: tuple[str, ...] = ("legacy", "v1"), scenarios: tuple[str, ...] = SCENARIOS
+    rulesets: tuple[str, ...] = ("legacy", "v1"),
+    scenarios: tuple[str, ...] = SCENARIOS,
+    control: bool = False,
 ) -> list[dict]:
     """The cells the fixture's config expects: baselines on every ruleset, and on each run's ruleset
-    its base model at step 0 and every checkpoint (the API model is not expected: no key is set)."""
+    its base model at step 0 and every checkpoint (the API model is not expected: no key is set);
+    with `control`, every v1 cell once more in the control arm."""
     cells = [
         {"ruleset": r, "policy": p, "scenario": s, "seed": seed, "sample_index": i}
         for r in rulesets
@@ -484,18 +542,32 @@ def expected_cells(
             for seed in SEEDS
             for i in range(SAMPLES)
         ]
+    if control:
+        cells += [{**cell, "arm": CONTROL} for cell in cells if cell["ruleset"] == CONTROL_RULESET]
     return cells
 
 
-def build_aggregated(root: Path, config_overrides: dict[str, Any] | None = None) -> Path:
+def build_aggregated(
+    root: Path, config_overrides: dict[str, Any] | None = None, control: bool = False
+) -> Path:
     """The whole fixture under `root/results`, aggregated as the workflow's aggregate rule does
     (episodes, drifts, training metrics, failed-episode examples, manifest against the expected
-    cells), with the report's config at `root/config.json`; returns the results folder."""
+    cells), with the report's config at `root/config.json`; returns the results folder. With
+    `control`, the control arm of the v1 subjects too (`build`)."""
+    results = build(root / "results", control=control)
+    (root / "config.json").write_text(json.dumps({**config(), **(config_overrides or {})}), encoding="utf-8")
+    aggregate(results, results, control)
+    return results
+
+
+def aggregate(results: Path, out: Path, control: bool) -> None:
+    """Aggregate the fixture under `results` into `out` (with `out/expected.json`), its control
+    arm included or not."""
     from schemashift.cli import main
 
-    results = build(root / "results")
-    (root / "expected.json").write_text(json.dumps(expected_cells()), encoding="utf-8")
-    (root / "config.json").write_text(json.dumps({**config(), **(config_overrides or {})}), encoding="utf-8")
+    out.mkdir(parents=True, exist_ok=True)
+    expected = out / "expected.json"
+    expected.write_text(json.dumps(expected_cells(control=control)), encoding="utf-8")
     outputs = {
         "--out-episodes": "episodes.parquet",
         "--out-drifts": "drifts.parquet",
@@ -503,16 +575,9 @@ def build_aggregated(root: Path, config_overrides: dict[str, Any] | None = None)
         "--out-examples": "examples.json",
         "--manifest": "manifest.json",
     }
-    args = [
-        "aggregate",
-        "--cells",
-        str(results / "cells"),
-        str(results / "eval"),
-        "--train",
-        str(results / "train"),
-    ]
-    args += [arg for option, name in outputs.items() for arg in (option, str(results / name))]
-    args += ["--expected", str(root / "expected.json"), "--config-hash", CONFIG_HASH]
+    cells = [results / "cells", results / "eval"] + ([results / CONTROL_FOLDER] if control else [])
+    args = ["aggregate", "--cells", *map(str, cells), "--train", str(results / "train")]
+    args += [arg for option, name in outputs.items() for arg in (option, str(out / name))]
+    args += ["--expected", str(expected), "--config-hash", CONFIG_HASH]
     if main(args) != 0:
         raise RuntimeError("aggregating the report fixture failed")
-    return results

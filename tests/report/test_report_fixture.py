@@ -491,7 +491,12 @@ def test_each_harness_is_its_own_subject_and_the_harness_table_sets_them_side_by
 
 #: measures, once the page has loaded, how far each headline table overflows its box (pixels)
 OVERFLOW_PROBE = """<script>window.addEventListener('load', () => {
-  const boxes = [...document.querySelectorAll('h3[id^="results-"] + div.scroll')];
+  const boxes = [];  // the tables of the Results section (headlines, what drift costs)
+  let results = false;
+  for (const element of document.body.children) {
+    if (element.id === 'results' || element.id === 'details') results = element.id === 'results';
+    else if (results && element.matches('div.scroll')) boxes.push(element);
+  }
   const overflow = boxes.map((b) => b.scrollWidth - b.clientWidth);
   document.body.setAttribute('data-overflow', JSON.stringify(overflow));
 });</script>"""

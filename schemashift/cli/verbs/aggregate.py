@@ -110,9 +110,10 @@ def run(args: argparse.Namespace) -> int:
         )
         for cell in cells:
             if cell["status"] == "missing":
+                arm = f" ({cell['arm']} arm)" if cell.get("arm") else ""  # only control cells name one
                 print(
                     f"schemashift aggregate: missing cell {cell['ruleset']}/{subject_of(cell)}/"
-                    f"{cell['scenario']} seed {cell['seed']} sample {cell['sample_index']}",
+                    f"{cell['scenario']} seed {cell['seed']} sample {cell['sample_index']}{arm}",
                     file=sys.stderr,
                 )
     return 0
