@@ -17,8 +17,7 @@ Every episode is played for real by the in-process runner and written by its wri
   every v1 subject, under `results/control/`: the rule baselines (`cells/v1/<baseline>/`) and the
   coder run's base and trained checkpoint (`eval/v1/<folder>/`), each cell played for real with
   `Environment.reset(..., arm="control")` through the runner, a model's choice of policy at each
-  cell the same as in its drift arm. Those rows carry `arm` (`arm_records`), which needs the
-  column declared (`arm_records.declared()`) until the records declare it.
+  cell the same as in its drift arm.
 
 A model is stood in for by the built-in policies it is recorded as: at each (scenario, seed,
 sample) a checkpoint plays the oracle with a probability that grows with its step, else the naive
@@ -35,8 +34,6 @@ import random
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-
-from arm_records import ArmBackend, mark_arm
 
 from schemashift import lineage
 from schemashift.env.arms import CONTROL, DEFAULT_ARM
@@ -149,14 +146,13 @@ def _play(
     context: SweepContext,
     arm: str = DEFAULT_ARM,
 ):
-    backend = make_backend("inprocess") if arm == DEFAULT_ARM else ArmBackend(arm)
+    backend = make_backend("inprocess")
     try:
         policy = make_policy(policy_name, ruleset)
         cell = Cell(ruleset, scenario, seed, sample, arm=arm)
         result = play_episode(backend, policy, cell, context)
     finally:
         backend.close()
-    mark_arm(result, cell.arm)  # the runner writes `arm` itself once arm-plumb lands
     return result
 
 

@@ -2,7 +2,7 @@
 arm only, and the drift-cost tables checked against computations of their own.
 
 The hand-built frames hold known paired differences; the played ones are real episodes of
-`Environment.reset(..., arm="control")` through the runner (`fixture_results`, `arm_records`).
+`Environment.reset(..., arm="control")` through the runner (`fixture_results`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from arm_records import declared
 from fixture_results import CONFIG_HASH, _play, aggregate, build, config
 from test_report_fixture import mover_reference
 
@@ -251,22 +250,19 @@ def test_expected_cells_take_an_arm(tmp_path):
 @pytest.fixture(scope="module")
 def played(tmp_path_factory: pytest.TempPathFactory):
     """The oracle and the naive heuristic on two v1 scenarios x two seeds, played for real in both
-    arms, written and aggregated (the records carry `arm` while the module runs)."""
+    arms, written and aggregated."""
     root = tmp_path_factory.mktemp("arms")
-    with declared():
-        scenarios = (A, B)
-        for policy in ("oracle", "naive_heuristic"):
-            context = SweepContext(sweep_id=f"arms-{policy}", policy=policy, config_hash=CONFIG_HASH)
-            for arm in (DRIFT, CONTROL):
-                results = [
-                    _play(policy, "v1", s, seed, 0, context, arm) for s in scenarios for seed in (0, 1)
-                ]
-                write_results(root / "cells" / arm / policy, results)
-        out = root / "out"
-        args = ["aggregate", "--cells", str(root / "cells"), "--out-episodes", str(out / "episodes.parquet")]
-        args += ["--out-drifts", str(out / "drifts.parquet"), "--manifest", str(out / "manifest.json")]
-        assert main(args) == 0
-        yield root, out
+    scenarios = (A, B)
+    for policy in ("oracle", "naive_heuristic"):
+        context = SweepContext(sweep_id=f"arms-{policy}", policy=policy, config_hash=CONFIG_HASH)
+        for arm in (DRIFT, CONTROL):
+            results = [_play(policy, "v1", s, seed, 0, context, arm) for s in scenarios for seed in (0, 1)]
+            write_results(root / "cells" / arm / policy, results)
+    out = root / "out"
+    args = ["aggregate", "--cells", str(root / "cells"), "--out-episodes", str(out / "episodes.parquet")]
+    args += ["--out-drifts", str(out / "drifts.parquet"), "--manifest", str(out / "manifest.json")]
+    assert main(args) == 0
+    yield root, out
 
 
 def test_played_control_episodes_merge_beside_their_drift_twins(played):
@@ -284,18 +280,17 @@ def test_played_control_episodes_merge_beside_their_drift_twins(played):
     assert a.compared("v1", "oracle", arms.CONTROL_REFERENCE, "success").mean == 0.0
     # the same cell in one arm twice is still refused
     copy = root / "twice"
-    with declared():
-        context = SweepContext(sweep_id="arms-oracle", policy="oracle", config_hash=CONFIG_HASH)
-        write_results(copy, [_play("oracle", "v1", "customer_lookup", 0, 0, context, CONTROL)])
-        args = [
-            "aggregate",
-            "--cells",
-            str(root / "cells"),
-            str(copy),
-            "--out-episodes",
-            str(root / "e.parquet"),
-        ]
-        assert main([*args, "--out-drifts", str(root / "d.parquet")]) == 2
+    context = SweepContext(sweep_id="arms-oracle", policy="oracle", config_hash=CONFIG_HASH)
+    write_results(copy, [_play("oracle", "v1", "customer_lookup", 0, 0, context, CONTROL)])
+    args = [
+        "aggregate",
+        "--cells",
+        str(root / "cells"),
+        str(copy),
+        "--out-episodes",
+        str(root / "e.parquet"),
+    ]
+    assert main([*args, "--out-drifts", str(root / "d.parquet")]) == 2
 
 
 def test_control_traces_have_their_own_keys(played):
@@ -316,12 +311,11 @@ def test_control_traces_have_their_own_keys(played):
 def fixture_sets(tmp_path_factory: pytest.TempPathFactory):
     """The report fixture with the control arm of its v1 subjects, aggregated with and without it."""
     root = tmp_path_factory.mktemp("fixture-arms")
-    with declared():
-        results = build(root / "results", control=True)
-        (root / "config.json").write_text(json.dumps(config()), encoding="utf-8")
-        aggregate(results, root / "drift", control=False)
-        aggregate(results, root / "both", control=True)
-        yield root
+    results = build(root / "results", control=True)
+    (root / "config.json").write_text(json.dumps(config()), encoding="utf-8")
+    aggregate(results, root / "drift", control=False)
+    aggregate(results, root / "both", control=True)
+    yield root
 
 
 def frames(folder: Path, drop_arm: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
@@ -337,11 +331,10 @@ def frames(folder: Path, drop_arm: bool = False) -> tuple[pd.DataFrame, pd.DataF
 def test_control_rows_change_none_of_the_existing_tables_or_charts(fixture_sets):
     from schemashift.report.interactive import charts
 
-    with declared():
-        before_frames, after_frames = (
-            frames(fixture_sets / "drift", drop_arm=True),
-            frames(fixture_sets / "both"),
-        )
+    before_frames, after_frames = (
+        frames(fixture_sets / "drift", drop_arm=True),
+        frames(fixture_sets / "both"),
+    )
     cfg = load.read_config(fixture_sets / "config.json")
     before = Analysis(before_frames[0], before_frames[2], cfg, before_frames[1], samples=200)
     after = Analysis(after_frames[0], after_frames[2], cfg, after_frames[1], samples=200)
@@ -381,24 +374,23 @@ def control_report(fixture_sets: Path) -> Path:
     args = ["--episodes", str(both / "episodes.parquet"), "--drifts", str(both / "drifts.parquet")]
     args += ["--manifest", str(both / "manifest.json"), "--config", str(fixture_sets / "config.json")]
     args += ["--bootstrap-samples", "200"]
-    with declared():
-        assert (
-            main(
-                [
-                    "report",
-                    "tables",
-                    *args,
-                    "--out",
-                    str(out / "tables"),
-                    "--summary",
-                    str(out / "summary.md"),
-                ]
-            )
-            == 0
+    assert (
+        main(
+            [
+                "report",
+                "tables",
+                *args,
+                "--out",
+                str(out / "tables"),
+                "--summary",
+                str(out / "summary.md"),
+            ]
         )
-        assert main(["report", "figures", *args, "--out", str(out / "figures")]) == 0
-        html = ["--tables", str(out / "tables"), "--figures", str(out / "figures"), "--out", str(out)]
-        assert main(["report", "html", *args, *html]) == 0
+        == 0
+    )
+    assert main(["report", "figures", *args, "--out", str(out / "figures")]) == 0
+    html = ["--tables", str(out / "tables"), "--figures", str(out / "figures"), "--out", str(out)]
+    assert main(["report", "html", *args, *html]) == 0
     return out
 
 
@@ -496,8 +488,7 @@ def test_a_missing_control_cell_is_named_with_its_arm(played, tmp_path, capsys):
         "--expected",
         str(expected),
     ]
-    with declared():
-        assert main(args) == 0
+    assert main(args) == 0
     err = capsys.readouterr().err
     assert f"missing cell v1/oracle/{A} seed 5 sample 0 (control arm)" in err
     cells = json.loads((out / "m.json").read_text(encoding="utf-8"))["cells"]
