@@ -156,7 +156,8 @@ def dashboard_served(trackio_dir: Path, project: str = TRACKIO_PROJECT) -> Itera
 def failed_trace(trackio_dir: Path, project: str = TRACKIO_PROJECT) -> dict | None:
     """The trace to show: a failed episode with a drift fired, v1's first and the shortest first,
     else any failed one (run, key, metadata); None where the project holds no failed episode's
-    trace. Read from Trackio's `traces` table, as its dashboard reads it."""
+    trace. Read from Trackio's `traces` table, as its dashboard reads it; `matches` counts the
+    run's traces whose key contains this one's (what the dashboard's search leaves)."""
     import sqlite3
 
     from schemashift.report.dashboard import _project_dir
@@ -167,7 +168,7 @@ def failed_trace(trackio_dir: Path, project: str = TRACKIO_PROJECT) -> dict | No
             "SELECT run_name, key, metadata FROM traces ORDER BY run_name, step"
         ).fetchall()
     failed = [
-        {"run": run, "key": key, "metadata": meta}
+        {"run": run, "key": key, "metadata": meta, "matches": sum(r == run and key in k for r, k, _ in rows)}
         for run, key, meta in ((r, k, json.loads(m)) for r, k, m in rows)
         if meta.get("success") is False
     ]
@@ -194,15 +195,21 @@ def shoot_trace(
     meta = trace["metadata"]
     with dashboard_served(trackio_dir, project) as port:
         url = trace_link(f"http://127.0.0.1:{port}", project, meta["ruleset"], meta["subject"])
-        # the Traces tab searches keys too: the search leaves the one trace, which a click opens
+        # the Traces tab searches keys too, and a click on a row opens its trace
         search = (
             "(() => { const box = document.querySelector('.search-wrap input'); if (!box) return false;"
             f" box.value = {json.dumps(trace['key'])}; box.dispatchEvent(new Event('input'));"
             " return true; })()"
         )
+        # the search leaves every trace whose key contains this one (its control-arm twin's,
+        # `<key>/control`, too); of those rows, the arm named in the episode line picks it
+        arm = meta.get("arm")
+        marker = json.dumps(f" ({arm} arm)" if arm else " arm)")
         click = (
-            "(() => { const rows = document.querySelectorAll('tr.trace-row');"
-            " if (rows.length !== 1) return false; rows[0].click(); return true; })()"
+            "(() => { const rows = [...document.querySelectorAll('tr.trace-row')];"
+            f" if (rows.length !== {trace['matches']}) return false;"
+            f" const row = rows.find(r => r.textContent.includes({marker}) === {json.dumps(bool(arm))});"
+            " if (!row) return false; row.click(); return true; })()"
         )
         with DevTools(browser or find_browser(), 1400, 2000) as page:
             page.call("Page.navigate", url=url)

@@ -162,12 +162,12 @@ def test_dry_run_lists_every_job(repo_copy):
 
 
 @pytest.mark.timeout(120)
-def test_embedded_default_has_4110_baseline_cells_in_48_shards(repo_copy):
-    """config.yaml: legacy x 3 baselines x 6 scenarios x 5 seeds, and v1 x 5 (random and scripted
-    too) x 6 families x 67 baseline seeds x 2 arms, each policy's seeds of a scenario in one shard
+def test_embedded_default_has_4914_baseline_cells_in_54_shards(repo_copy):
+    """config.yaml: legacy x 3 baselines x 6 scenarios x 5 seeds, and v1 x 6 (random, scripted
+    and scripted_oblivious too) x 6 families x 67 baseline seeds x 2 arms, each policy's seeds of a scenario in one shard
     (shard_seeds 100)."""
     counts, output = dry_run(repo_copy, "--forceall", configfile=None)
-    assert counts["baseline"] == 48
+    assert counts["baseline"] == 54
     assert {k: v for k, v in counts.items() if k not in ("baseline", "env_image")} == {
         "expected_cells": 1,
         "report_config": 1,
@@ -179,12 +179,13 @@ def test_embedded_default_has_4110_baseline_cells_in_48_shards(repo_copy):
         **DOWNSTREAM,
     }
     shards = [outs[0] for rule, outs in planned_outputs(output) if rule == "baseline"]
-    assert len(set(shards)) == 48 and all("/seeds-0-99/" in shard for shard in shards)
+    assert len(set(shards)) == 54 and all("/seeds-0-99/" in shard for shard in shards)
     assert sum("/v1/scripted/" in shard for shard in shards) == 6
+    assert sum("/v1/scripted_oblivious/" in shard for shard in shards) == 6
     assert not any("/legacy/scripted/" in shard or "/legacy/random/" in shard for shard in shards)
     with open(REPO / "config.yaml") as f:
         # v1's in both arms (config `arms`), legacy's in the drift arm alone
-        assert len(Plan(yaml.safe_load(f)).baseline_cells()) == 3 * 6 * 5 + 5 * 6 * 67 * 2
+        assert len(Plan(yaml.safe_load(f)).baseline_cells()) == 3 * 6 * 5 + 6 * 6 * 67 * 2
 
 
 @pytest.mark.timeout(120)
