@@ -1,6 +1,7 @@
 """The cell arguments that `run` and `eval` share (`--ruleset`, `--scenarios`, `--seeds`,
-`--split`, `--compositions`, `--samples`, `--arms`) and the cells they select (`rollout.selection`); the
-path options of the report verbs (`add_path_options`) and their Trackio `--project`.
+`--split`, `--compositions`, `--samples`, `--arms`, `--salt-id`) and the cells they select
+(`rollout.selection`); the path options of the report verbs (`add_path_options`) and their
+Trackio `--project`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from schemashift.rollout.selection import CellSelectionError, parse_arms, select
 
 
 def add_cell_arguments(parser) -> None:
-    """--ruleset, --scenarios, --seeds, --split, --compositions, --samples and --arms (run and eval)."""
+    """--ruleset, --scenarios, --seeds, --split, --compositions, --samples, --arms and --salt-id
+    (run and eval)."""
     parser.add_argument("--ruleset", default="legacy", help="ruleset to play (default: %(default)s)")
     parser.add_argument(
         "--scenarios", default="all", help="'all' or a comma list of scenario ids (default: %(default)s)"
@@ -39,12 +41,25 @@ def add_cell_arguments(parser) -> None:
         "task with no drift); an arm the ruleset does not play is an error (legacy: drift only) "
         "(default: %(default)s)",
     )
+    parser.add_argument(
+        "--salt-id",
+        default=None,
+        help="the salt this run must draw held-out test tasks under, by its recorded id ('none': no "
+        "salt); the run refuses to start where SCHEMASHIFT_SALT gives another (default: not checked)",
+    )
 
 
 def cells_of(args, ruleset) -> tuple[list[str], list[int]]:
-    """select_cells on a verb's parsed cell arguments."""
+    """select_cells on a verb's parsed cell arguments, after checking `--salt-id`."""
     if args.samples < 1:
         raise CliError(f"--samples must be at least 1, got {args.samples}")
+    if args.salt_id is not None:
+        found = ruleset.salt_id() or "none"
+        if args.salt_id != found:
+            raise CliError(
+                f"--salt-id {args.salt_id}: this process draws {ruleset.name}'s tasks under salt id {found} "
+                "(set SCHEMASHIFT_SALT to the held-out salt, or leave it unset for none)"
+            )
     try:
         return select_cells(ruleset, args.scenarios, args.seeds, args.split, args.compositions)
     except CellSelectionError as exc:

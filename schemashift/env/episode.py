@@ -77,6 +77,8 @@ class Task:
     split: str | None = None
     #: the arm it is played in (`env.arms`): a control task is its drift task with no plan
     arm: str = DEFAULT_ARM
+    #: the recorded name of the salt its streams were drawn under (v1's held-out split), if any
+    salt_id: str | None = None
 
     def schedule(self) -> list[dict[str, Any]]:
         return [d.to_dict() for d in self.drift_plan]

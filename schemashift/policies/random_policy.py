@@ -3,7 +3,8 @@
 Parameters are drawn from the task's own entities (addresses, quoted phrases, dates, ids seen
 in responses), so a random success means the task is too easy, not that the policy guessed a
 format. It occasionally inspects, reports or completes. Its generator is seeded from the
-scenario and seed the observation names, so an episode replays identically.
+scenario and seed of the cell it is started on (`start_episode`; else the ones the observation
+names, as legacy's does), so an episode replays identically.
 """
 
 from __future__ import annotations
@@ -35,13 +36,22 @@ class RandomPolicy:
 
     def reset(self) -> None:
         self.rng: random.Random | None = None
+        self.cell: Any = None
         self.schemas: dict[str, dict[str, Any]] = {}
         self.words: list[str] = []
         self.emails: list[str] = []
         self.ids: list[str] = []
 
+    def start_episode(self, cell: Any) -> None:
+        """The cell about to be played (after `reset`): its scenario and seed seed the generator."""
+        self.cell = cell
+
     def _start(self, observation: Observation) -> None:
-        self.rng = random.Random(f"random-policy/{observation.get('task_id')}/{observation.get('seed')}")
+        if self.cell is not None:
+            scenario, seed = self.cell.scenario, self.cell.seed
+        else:
+            scenario, seed = observation.get("task_id"), observation.get("seed")
+        self.rng = random.Random(f"random-policy/{scenario}/{seed}")
         self.schemas = {tool: dict(view) for tool, view in (observation.get("tool_schemas") or {}).items()}
         text = observation.get("task_description", "")
         self.emails = sorted(set(EMAIL.findall(text))) or ["someone@example.com"]

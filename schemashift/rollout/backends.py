@@ -55,6 +55,7 @@ def outcome_of(rs: Any, ep: Any) -> dict[str, Any]:
             "ruleset_version": rs.version,
             "schedule": task.schedule(),
             "arm": task.arm,
+            "salt_id": task.salt_id,
         },
         "summary": rs.summary(ep),
         "drifts": rs.drift_outcomes(ep),

@@ -25,7 +25,8 @@ RECORD_SCHEMA_VERSION = 5
 CHANGES = {
     5: "the `arm` column (episodes, drifts and trajectories): `drift` or `control` (`schemashift.env.arms`); "
     "rows of version 4 and older carry none and were all played in the drift arm, so readers take a missing "
-    "arm as `drift` (`read_arm`).",
+    "arm as `drift` (`read_arm`). The episodes' `salt_id` column: the digest naming the salt a held-out v1 "
+    "test task was drawn under (older rows: none was).",
 }
 
 #: schema metadata keys (Parquet files carry them in their footer)
@@ -109,6 +110,11 @@ EPISODE_COLUMNS = _columns(
     ("tier", "string", "Scenario difficulty tier."),
     _SEED,
     ("split", "string", "Seed split (e.g. train, eval) the seed belongs to."),
+    (
+        "salt_id",
+        "string",
+        "Recorded name (a digest) of the salt a held-out v1 test task was drawn under; null where none was.",
+    ),
     _SAMPLE_INDEX,
     _ARM,
     ("status", "string", "graded: the episode ran and was scored; infra_error: it could not be scored."),

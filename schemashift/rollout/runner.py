@@ -208,6 +208,7 @@ def episode_result(
         "family": task["family"],
         "tier": task["tier"],
         "split": task["split"],
+        "salt_id": task.get("salt_id"),
         "status": "graded",
         "error": None,
         **summary,

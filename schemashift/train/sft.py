@@ -26,6 +26,7 @@ from schemashift.policies.llm.format import FORMAT_VERSION, template_request
 from schemashift.policies.llm.harnesses import get_harness
 from schemashift.policies.llm.turn_end import end_of_turn_ids
 from schemashift.policies.oracle import Oracle
+from schemashift.rollout.runner import Cell
 
 Message = dict[str, Any]
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -36,6 +37,7 @@ def oracle_conversation(ruleset: str, scenario: str, seed: int, harness: str = "
     ending with its last action."""
     rs = get_ruleset(ruleset)
     env, oracle = Environment(rs), Oracle(rs)
+    oracle.start_episode(Cell(ruleset, scenario, seed, 0))
     observation = env.reset(scenario, seed)
     entry = get_harness(harness)
     conversation = entry.conversation.for_ruleset(rs, observation)

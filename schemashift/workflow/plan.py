@@ -164,9 +164,8 @@ class Plan:
         return f"evaluation.{ruleset}: {message}"
 
     def arms(self, ruleset: str) -> list[str]:
-        """The arms a ruleset's cells are played in: the config's `arms` that the ruleset plays
-        (`Ruleset.arms`: legacy plays only drift), in the config's order; every baseline and
-        every model plays them all, so each drift cell has its control twin beside it."""
+        """The config's `arms` that the ruleset plays (`Ruleset.arms`: legacy only drift), in order;
+        every baseline and model plays them all, so each drift cell has its control twin."""
         from schemashift.env.arms import ARMS
         from schemashift.rollout.selection import CellSelectionError, parse_arms
 
@@ -178,9 +177,11 @@ class Plan:
         except CellSelectionError as exc:
             raise ConfigError(f"arms: {exc} ({ruleset} plays {', '.join(played)})") from None
 
-    def arms_arg(self, ruleset: str) -> str:
-        """`--arms drift,control`: the arms option of a ruleset's `run` and `eval` jobs."""
-        return f"--arms {','.join(self.arms(ruleset))}"
+    def play_args(self, ruleset: str) -> str:
+        """`--arms a,b --salt-id <id|none>` of `run` and `eval` jobs: the held-out salt is the one
+        this process sees (`SALT_ENV`); a job that sees another refuses to run."""
+        salt = self._ruleset(ruleset).salt_id() or "none"
+        return f"--arms {','.join(self.arms(ruleset))} --salt-id {salt}"
 
     def cells_args(self, ruleset: str) -> str:
         """The cell options of a model's `eval` over a ruleset's evaluation cells (what `cells`
@@ -197,7 +198,7 @@ class Plan:
         if chosen["compositions"]:
             args.append("--compositions")
         args.append(f"--samples {self.config['samples']}")
-        args.append(self.arms_arg(ruleset))
+        args.append(self.play_args(ruleset))
         return " ".join(args)
 
     def baselines(self, ruleset: str) -> list[str]:
@@ -347,8 +348,11 @@ class Plan:
         ]
 
     def api_key_variables(self) -> list[str]:
-        """Names of the key variables remote executors must hand to the jobs."""
-        return sorted({m["key_env"] for m in self.api_models.values() if self._set(m.get("key_env"))})
+        """Names of the key and salt variables remote executors must hand to the jobs."""
+        from schemashift.env.rulesets.base import SALT_ENV
+
+        keys = {m["key_env"] for m in self.api_models.values() if self._set(m.get("key_env"))}
+        return sorted(keys | ({SALT_ENV} if self._set(SALT_ENV) else set()))
 
     def api_base_url(self, name: str) -> str:
         """The configured endpoint, or the one its base_url_env names; never one with credentials
@@ -582,8 +586,7 @@ class Plan:
 
     def expected_cells_digest(self) -> str:
         """A digest of `expected_cells`: the census rule's param, so that Snakemake stores and
-        compares 16 bytes per parse instead of the whole census (millions of characters for a
-        large grid)."""
+        compares 16 bytes per parse, not the whole census (millions of characters at scale)."""
         text = json.dumps(self.expected_cells(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -674,8 +677,7 @@ class Plan:
         return f"{self.results}/trackio/{TRACKIO_PROJECT}.db"
 
     def screenshot_targets(self) -> list[str]:
-        """The report's and the dashboard's screenshots, where a headless browser is on PATH
-        (looked up, never run)."""
+        """The report's and the dashboard's screenshots, where a headless browser is on PATH."""
         from schemashift.report.screenshots import DASHBOARD_FILE, REPORT_FILE, find_browser
 
         if find_browser() is None:
@@ -687,10 +689,8 @@ class Plan:
         cell file is made again), and the image where its engine is named."""
         from schemashift.report.figures import stems
 
-        targets = [
-            f"{self.results}/{name}" for name in ("episodes.parquet", "drifts.parquet", "manifest.json")
-        ]
-        targets += [f"{self.results}/summary.md", f"{self.results}/report.html", self.trackio_db()]
+        names = ("episodes.parquet", "drifts.parquet", "manifest.json", "summary.md", "report.html")
+        targets = [*(f"{self.results}/{name}" for name in names), self.trackio_db()]
         targets += self.screenshot_targets()
         targets += [f"{self.results}/figures/{stem}.png" for stem in stems(self.config["rulesets"])]
         targets += self.baseline_files()

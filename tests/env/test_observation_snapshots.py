@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from schemashift.env import Environment, get_ruleset
 from schemashift.env.frozen import FrozenDict, FrozenList, ReadOnlyError, freeze
 from schemashift.policies import make_policy
+from schemashift.rollout.runner import Cell
 
 SEEDS = (0, 1, 2)
 
@@ -81,6 +82,9 @@ class Hostile:
     def reset(self) -> None:
         self.oracle.reset()
 
+    def start_episode(self, cell: Any) -> None:
+        self.oracle.start_episode(cell)
+
     def act(self, observation: dict[str, Any]) -> dict[str, Any]:
         # A private copy goes to the environment (the oracle's own objects stay intact); the
         # policy keeps it and wrecks it after the step, which must not reach the world.
@@ -101,6 +105,7 @@ class Hostile:
 
 def play(env: Environment, policy, scenario: str, seed: int, hostile: bool) -> dict[str, Any]:
     policy.reset()
+    policy.start_episode(Cell(env.ruleset.name, scenario, seed))
     observation = env.reset(scenario, seed, episode_id="episode")
     seen, rewards = [text(observation)], []
     while not observation["done"]:
@@ -166,6 +171,7 @@ def test_views_share_no_mutable_container_with_each_other_or_the_episode(ruleset
 
     for scenario, seed in cells(ruleset)[::7]:
         policy.reset()
+        policy.start_episode(Cell(env.ruleset.name, scenario, seed))
         observation = env.reset(scenario, seed)
         held.append(observation)
         check(observation)

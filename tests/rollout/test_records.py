@@ -24,20 +24,21 @@ from schemashift.rollout.records import (
 
 # The column lists as specified, written out independently of the module under test.
 EPISODE_SPEC = """
-record_version:int32 sweep_id:string train_run:string ruleset:string ruleset_version:string env_version:string
-policy:string base_model:string adapter_sha256:string checkpoint_step:int64 harness:string scenario:string
-family:string tier:string seed:int64 split:string sample_index:int32 arm:string status:string error:string success:bool
-score:float64 completion:float64 drift_detection:float64 adaptation:float64 efficiency:float64
-shaped_total:float64 binary:float64 cumulative_reward:float64 training_reward:float64 schedule_hash:string
-catastrophe:bool invalid_actions:int32 drifts_discovered:int32 drifts_recovered:int32 steps_to_recover:float64
+record_version:int32 sweep_id:string train_run:string ruleset:string ruleset_version:string
+env_version:string policy:string base_model:string adapter_sha256:string checkpoint_step:int64
+harness:string scenario:string family:string tier:string seed:int64 split:string salt_id:string
+sample_index:int32 arm:string status:string error:string success:bool score:float64 completion:float64
+drift_detection:float64 adaptation:float64 efficiency:float64 shaped_total:float64 binary:float64
+cumulative_reward:float64 training_reward:float64 schedule_hash:string catastrophe:bool
+invalid_actions:int32 drifts_discovered:int32 drifts_recovered:int32 steps_to_recover:float64
 deprecated_calls:int32 steps:int32 max_steps:int32 final_action:string tool_calls:int32 failed_calls:int32
-parse_failures:int32 drifts_fired:int32 drifts_detected:int32 tokens_in:int64 tokens_out:int64 wall_s:float64
-generation_config:string config_hash:string git_sha:string image:string
+parse_failures:int32 drifts_fired:int32 drifts_detected:int32 tokens_in:int64 tokens_out:int64
+wall_s:float64 generation_config:string config_hash:string git_sha:string image:string
 """
 DRIFT_SPEC = """
 record_version:int32 sweep_id:string train_run:string ruleset:string policy:string checkpoint_step:int64
-harness:string scenario:string seed:int64 sample_index:int32 arm:string drift_index:int32 kind:string tool:string
-endpoint:string planned_step:int32 fired_step:int32 discovered_step:int32 reported_step:int32
+harness:string scenario:string seed:int64 sample_index:int32 arm:string drift_index:int32 kind:string
+tool:string endpoint:string planned_step:int32 fired_step:int32 discovered_step:int32 reported_step:int32
 failed_step:int32 recovered_step:int32 steps_to_recover:int32
 """
 TRAINING_SPEC = """

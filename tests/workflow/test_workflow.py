@@ -164,8 +164,8 @@ def test_dry_run_lists_every_job(repo_copy):
 @pytest.mark.timeout(120)
 def test_embedded_default_has_4914_baseline_cells_in_54_shards(repo_copy):
     """config.yaml: legacy x 3 baselines x 6 scenarios x 5 seeds, and v1 x 6 (random, scripted
-    and scripted_oblivious too) x 6 families x 67 baseline seeds x 2 arms, each policy's seeds of a scenario in one shard
-    (shard_seeds 100)."""
+    and scripted_oblivious too) x 6 families x 67 baseline seeds x 2 arms, each policy's seeds of
+    a scenario in one shard (shard_seeds 100)."""
     counts, output = dry_run(repo_copy, "--forceall", configfile=None)
     assert counts["baseline"] == 54
     assert {k: v for k, v in counts.items() if k not in ("baseline", "env_image")} == {

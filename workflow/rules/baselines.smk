@@ -33,9 +33,10 @@ rule baseline:
         code=lambda w: CODE[f"cells/{w.policy}"],
         seeds=lambda w: PLAN.shard_seeds(w.ruleset, w.scenario, w.first, w.last),
         samples=config["samples"],
-        arms=lambda w: PLAN.arms_arg(w.ruleset),
+        # the arms, and the held-out salt the job must see (a change reruns the shard)
+        play=lambda w: PLAN.play_args(w.ruleset),
         out=lambda w, output: Path(output.episodes).parent,
     shell:
         "python -m schemashift.cli run --ruleset {wildcards.ruleset} --policy {wildcards.policy} "
         "--scenarios {wildcards.scenario} --seeds {params.seeds} --samples {params.samples} "
-        "{params.arms} --out {params.out} > {log} 2>&1"
+        "{params.play} --out {params.out} > {log} 2>&1"

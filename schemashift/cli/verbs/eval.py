@@ -178,6 +178,9 @@ def run(args: argparse.Namespace) -> int:
         # only where it differs from the one arm evaluations played before arms existed, so that
         # a drift-only evaluation keeps its digest (and its folder resumes)
         invocation["arms"] = arms
+    if ruleset.salt_id() is not None:
+        # held-out tasks are other tasks: a folder of public ones does not resume under a salt
+        invocation["salt_id"] = ruleset.salt_id()
     digest = args.config_hash or provenance.config_hash(invocation)
     out.mkdir(parents=True, exist_ok=True)
     sweep = ResumableSweep(out, "eval.json")

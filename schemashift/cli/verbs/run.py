@@ -79,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         "split": args.split,
         "samples": args.samples,
     }
+    if ruleset.salt_id() is not None:
+        settings["salt_id"] = ruleset.salt_id()
     context = SweepContext(
         sweep_id=args.sweep_id or uuid.uuid4().hex,
         policy=args.policy,

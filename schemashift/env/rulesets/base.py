@@ -49,6 +49,11 @@ Response = dict[str, Any]
 RUBRIC_COLUMNS = ("completion", "drift_detection", "adaptation", "efficiency", "shaped_total", "binary")
 
 
+#: the environment variable holding the salt a ruleset draws its held-out test tasks under
+#: (`Ruleset.salt_id`); its value is a secret, never recorded: records carry the salt's id
+SALT_ENV = "SCHEMASHIFT_SALT"
+
+
 class UnknownScenario(KeyError):
     """A scenario id the ruleset does not define."""
 
@@ -116,6 +121,11 @@ class Ruleset:
     def held_out(self) -> dict[str, list[str]]:
         """What only some split draws, by description (`schemashift scenarios` lists it)."""
         return {}
+
+    def salt_id(self) -> str | None:
+        """The recorded name of the salt this process draws held-out tasks under (a ruleset that
+        takes one reads it at run time); None where there is none or the ruleset takes none."""
+        return None
 
     # -- episode construction ----------------------------------------------------------------------
     def build_task(self, scenario: str, seed: int) -> Task:

@@ -33,6 +33,7 @@ from schemashift.env.rulesets.v1.catalogue import DRIFT_KINDS, HELD_OUT_KINDS, H
 from schemashift.env.rulesets.v1.tools import WRITE_ENDPOINTS
 from schemashift.policies import make_policy
 from schemashift.policies.llm.format import action_text
+from schemashift.rollout.runner import Cell
 from schemashift.runs.rewards import episode_reward
 from schemashift.train.turns import play_texts
 
@@ -52,6 +53,7 @@ def test_oracle_solves_every_seed(scenario):
     oracle = make_policy("oracle", RULESET)
     for seed in ALL_SEEDS:
         oracle.reset()
+        oracle.start_episode(Cell("v1", scenario, seed))
         observation = env.reset(scenario, seed)
         while not observation["done"]:
             observation, _ = env.step(oracle.act(observation))

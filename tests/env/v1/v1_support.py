@@ -41,9 +41,13 @@ def play_policy(
     actions: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Play a policy that sees every observation only after a JSON round trip, in `arm` of the
-    cell; its actions are appended to `actions` when given."""
+    cell (started on it, as the runner starts it); its actions are appended to `actions` when given."""
+    from schemashift.rollout.runner import Cell
+
     env = env or Environment(RULESET)
     policy.reset()
+    if hasattr(policy, "start_episode"):
+        policy.start_episode(Cell(RULESET.name, scenario, seed, arm=arm))
     observation = env.reset(scenario, seed, arm=arm)
     while not observation["done"]:
         action = policy.act(json.loads(json.dumps(observation)))

@@ -32,7 +32,7 @@ from schemashift.policies.llm.functions import (
     read_calls,
 )
 from schemashift.rollout.backends import InProcessBackend
-from schemashift.rollout.runner import SweepContext, cells, run_sweep, run_sweep_batched
+from schemashift.rollout.runner import Cell, SweepContext, cells, run_sweep, run_sweep_batched
 
 V1, LEGACY = get_ruleset("v1"), get_ruleset("legacy")
 V1_CELLS = cells(["v1"], ["customer_lookup", "weekly_report", "event_cleanup"], [0, 1])
@@ -140,6 +140,7 @@ def test_the_tools_harness_shows_what_the_default_harness_shows() -> None:
     tools = ToolConversation.for_ruleset(V1, observation)
     assert default.messages()[1]["content"].startswith(tools.messages()[1]["content"])
     oracle = make_policy("oracle", V1)
+    oracle.start_episode(Cell("v1", "customer_lookup", 4))
     while not observation["done"]:
         action = oracle.act(observation)
         observation, _ = env.step(action)

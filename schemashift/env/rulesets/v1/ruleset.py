@@ -29,7 +29,7 @@ from schemashift.env.actions import (
 from schemashift.env.arms import DEFAULT_ARM
 from schemashift.env.episode import DriftEvent, Episode, ScenarioInfo, Task
 from schemashift.env.frozen import EMPTY_LIST, FrozenDict, FrozenList, freeze
-from schemashift.env.rulesets.base import Response, Ruleset, action_counts, drift_counts, drift_row
+from schemashift.env.rulesets.base import SALT_ENV, Response, Ruleset, action_counts, drift_counts, drift_row
 from schemashift.env.rulesets.v1 import families, grading, oracle
 from schemashift.env.rulesets.v1.api import Api, error, ok
 from schemashift.env.rulesets.v1.catalogue import DRIFT_KINDS, HELD_OUT_KINDS, HELD_OUT_PAIRS
@@ -41,6 +41,7 @@ from schemashift.env.rulesets.v1.tasks import (
     build_task,
     start_docs,
 )
+from schemashift.env.rulesets.v1.tasks import salt_id as tasks_salt_id
 from schemashift.env.rulesets.v1.tools import API_CLASSES, WRITE_ENDPOINTS
 
 #: Undiscounted potential-based shaping: the shaping terms of an episode sum to -Phi(s_0), so the
@@ -101,7 +102,16 @@ class V1Ruleset(Ruleset):
     def build_task(self, scenario: str, seed: int) -> Task:
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"v1 seeds are non-negative integers, got {seed!r}")
-        return build_task(scenario, seed)
+        return build_task(scenario, seed, self.salt())
+
+    def salt(self) -> str | None:
+        """The held-out split's salt, read at every task build so that a process is not tied to
+        the value it started with (`SALT_ENV`; empty means none)."""
+        return os.environ.get(SALT_ENV) or None
+
+    def salt_id(self) -> str | None:
+        salt = self.salt()
+        return None if salt is None else tasks_salt_id(salt)
 
     def make_tools(self, task: Task) -> dict[str, Api]:
         return {name: API_CLASSES[name](task.seed_data[name]) for name in task.tools}
@@ -120,7 +130,6 @@ class V1Ruleset(Ruleset):
             "ruleset": self.name,
             "task_id": task.scenario,
             "family": task.family,
-            "seed": task.seed,
             "difficulty": task.tier,
             "max_steps": task.max_steps,
             "task_description": task.description,

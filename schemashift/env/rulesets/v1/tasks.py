@@ -4,10 +4,17 @@
 and seed (`families.py`, `builder.py`), then the drift plan from another (`draw_drifts`), drawing
 again until the world is consistent and an honest agent can finish with steps to spare. Seeds up
 to `TEST_SEEDS[1]` are the test split, the rest train; held-out kinds are drawn only in test.
+
+A salt (`SALT_ENV`, given at run time and kept secret) moves the test split to streams the public
+code cannot reproduce: a test seed's world and drift plan are drawn from generators keyed by the
+salt's digest as well, so a run held out from everyone who lacks the salt plays tasks that the
+seed and this module cannot rebuild. Training seeds ignore it (training stays reproducible from
+the code). Records name the salt by `salt_id`, a digest that does not give the streams' key.
 """
 
 from __future__ import annotations
 
+import hashlib
 from functools import lru_cache
 from itertools import accumulate
 from typing import Any
@@ -40,6 +47,15 @@ EXCLUSIVE_KINDS = frozenset({"endpoint_deprecation", "tool_removal"})
 ROUTED_ENDPOINTS = frozenset({("calendar", "delete_event"), ("calendar", "update_event")})
 
 
+def salt_id(salt: str) -> str:
+    """The name a salt is recorded under: a digest of its own, not the streams' key."""
+    return hashlib.sha256(f"schemashift-v1-salt-id/{salt}".encode()).hexdigest()[:12]
+
+
+def _salt_key(salt: str) -> str:
+    return hashlib.sha256(f"schemashift-v1-salt-stream/{salt}".encode()).hexdigest()
+
+
 def _derived_rng(*parts: Any) -> Draws:
     """A generator seeded from text: the same on every machine and Python build (never hash())."""
     return Draws("v1/" + "/".join(str(p) for p in parts))
@@ -50,8 +66,8 @@ def split_of(seed: int) -> str:
 
 
 @lru_cache(maxsize=256)
-def build_task(scenario: str, seed: int) -> Task:
-    """The task of (scenario, seed).
+def build_task(scenario: str, seed: int, salt: str | None = None) -> Task:
+    """The task of (scenario, seed), under `salt` where one is given and the seed is a test seed.
 
     The cache serves what is played again soon after (a group of samples of one seed, the oracle
     rebuilding the task it is shown); it is kept small because every cached task is a few hundred
@@ -63,7 +79,8 @@ def build_task(scenario: str, seed: int) -> Task:
     to spare (`_honest_steps_bound`), so every seed is solvable from what the agent is shown.
     """
     split = split_of(seed)
-    world_rng = _derived_rng(scenario, seed, "world")
+    salted = (f"salt-{_salt_key(salt)}",) if salt and split == "test" else ()
+    world_rng = _derived_rng(*salted, scenario, seed, "world")
     if scenario in families.FAMILIES:
         tier, builder, max_steps, _ = families.FAMILIES[scenario]
         family = scenario
@@ -87,7 +104,7 @@ def build_task(scenario: str, seed: int) -> Task:
         break
     else:
         raise RuntimeError(f"no consistent world for {scenario} seed {seed}")
-    drift_rng = _derived_rng(scenario, seed, "drift")
+    drift_rng = _derived_rng(*salted, scenario, seed, "drift")
     calls: dict[str, int] = {}
     for op in spec.ops:
         calls[op["tool"]] = calls.get(op["tool"], 0) + 1
@@ -95,7 +112,10 @@ def build_task(scenario: str, seed: int) -> Task:
     for _ in range(50):
         plan = draw_drifts(drift_rng, signature, tier, split)
         if _honest_steps_bound(plan, calls) <= max_steps - 2:
-            return _task(scenario, seed, tier, family, max_steps, spec, split, plan)
+            task = _task(scenario, seed, tier, family, max_steps, spec, split, plan)
+            if salted:
+                task.salt_id = salt_id(salt)
+            return task
     raise RuntimeError(f"no solvable drift plan for {scenario} seed {seed}")
 
 
