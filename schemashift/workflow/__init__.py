@@ -5,12 +5,12 @@ Light to import (no pandas, pyarrow or torch): every parse of the Snakefile pays
 """
 
 from schemashift.rollout.subject import harness_folder, split_harness
+from schemashift.workflow.machine import gpu_visible
 from schemashift.workflow.plan import (
     CELL_FILES,
     ConfigError,
     Evaluation,
     Plan,
-    gpu_visible,
     model_slug,
 )
 

@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from schemashift.rollout.subject import Subject, check_harness, harness_folder, split_harness
+from schemashift.workflow.machine import gpu_visible
 
 CELL_FILES = ("episodes.parquet", "drifts.parquet", "trajectories.jsonl.gz")
 _URL = re.compile(r"https?://[^/@\s]+(/\S*)?")
-# Where a GPU shows without running nvidia-smi: the driver lists one folder per GPU.
-NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
 
 
 class ConfigError(ValueError):
@@ -33,17 +32,6 @@ class ConfigError(ValueError):
 
     def __init__(self, message: str) -> None:
         super().__init__(f"config: {message}")
-
-
-def gpu_visible(environ: Mapping[str, str], gpus: Path = NVIDIA_GPUS) -> bool:
-    """A GPU this machine can use: CUDA_VISIBLE_DEVICES names one, or the NVIDIA driver lists one."""
-    visible = environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return visible.strip() not in ("", "-1", "NoDevFiles")
-    try:
-        return any(gpus.iterdir())
-    except OSError:
-        return False
 
 
 def _arm(arm: str) -> dict[str, str]:
@@ -292,6 +280,12 @@ class Plan:
             for name, entry in models.items()
         }
         return {**config, "models": filled}
+
+    def report_config(self) -> dict[str, Any]:
+        """What the report reads of the config (results/report_config.json): a built model is
+        named by its folder (`hf:`), where the report finds its warm start's tasks (`sft.json`)."""
+        kept = {key: self.config[key] for key in ("rulesets", "models", "train", "report")}
+        return {**kept, "trains_here": self.train_enabled()}
 
     def built_model_dir(self, name: str) -> str:
         """Where the workflow builds model `name` of the config (`build: tiny`)."""

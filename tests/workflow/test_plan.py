@@ -282,7 +282,7 @@ def test_gpu_visibility_starts_no_process(tmp_path):
 def test_training_auto_follows_the_gpu_and_the_census_expects_runs_unless_disabled(monkeypatch, tmp_path):
     config = with_defaults(load("config.gpu.yaml"))
     config["train"]["enabled"] = "auto"
-    monkeypatch.setattr("schemashift.workflow.plan.NVIDIA_GPUS", tmp_path)
+    monkeypatch.setattr("schemashift.workflow.machine.NVIDIA_GPUS", tmp_path)
     plan = Plan(config, environ={})
     assert not plan.train_enabled() and plan.evaluation_targets() == []
     assert {evaluation.folder for _, evaluation, _, _, _ in plan.model_cells()} == set(plan.model_subjects())
@@ -413,6 +413,18 @@ def test_the_default_builds_its_base_model_and_every_run_and_step_0_wait_on_it()
     assert set(plan.model_subjects()) == {"base/tiny-qwen2"} | {
         f"{run}/step-{step}" for run in plan.train_runs() for step in (2, 4, 6)
     }
+
+
+def test_the_report_config_names_a_built_model_by_its_folder():
+    """The report finds a built model's warm-start tasks (`sft.json`) through its `hf:` folder, so
+    a base model warm-started on the tasks it is evaluated on is labelled so (legacy replays)."""
+    config = with_defaults(load("config.yaml"))
+    plan = Plan(config, environ={})
+    report = plan.report_config()
+    assert report["models"]["tiny-qwen2"]["policy"] == f"hf:{plan.built_model_dir('tiny-qwen2')}"
+    assert report["models"]["gpt-4o-mini"] == config["models"]["gpt-4o-mini"]
+    assert set(report) == {"rulesets", "models", "train", "report", "trains_here"}
+    assert report["trains_here"] is plan.train_enabled()
 
 
 def test_a_built_model_with_a_policy_of_its_own_is_refused():

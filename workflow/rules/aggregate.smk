@@ -33,16 +33,7 @@ rule report_config:
     params:
         code=CODE["io"],
         # sorted JSON text: the order of keys in a config file must not rerun the report
-        config=lambda w: json.dumps(
-            {
-                **{
-                    key: config[key]
-                    for key in ("rulesets", "models", "train", "report")
-                },
-                "trains_here": PLAN.train_enabled(),
-            },
-            sort_keys=True,
-        ),
+        config=lambda w: json.dumps(PLAN.report_config(), sort_keys=True),
     run:
         from schemashift.rollout.io import write_json
 
