@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from schemashift.env.frozen import FrozenDict, FrozenList
-from schemashift.env.rulesets.v1.grading import has_phrase
+from schemashift.env.rulesets.v1.grading import has_phrase, message_text_ok
 
 FIRST = (
     "Priya", "Alex", "Jordan", "Sam", "Taylor", "Morgan", "Casey", "Riley", "Avery", "Quinn",
@@ -93,6 +93,8 @@ class FamilySpec:
     ops: list[dict[str, Any]]
     summary: str
     allowed: dict[str, Any]
+    #: each clause of the task text and the check that grades it (`clauses.CLAUSES`)
+    clauses: tuple[Any, ...] = ()
 
 
 @dataclass
@@ -115,6 +117,7 @@ class Builder:
     mutable: dict[str, list[str]] = field(default_factory=dict)
     deletable: set[str] = field(default_factory=set)
     titles: dict[str, int] = field(default_factory=dict)
+    invitations: dict[str, dict[str, int]] = field(default_factory=dict)
     honest_texts: list[tuple[dict[str, Any], str, str]] = field(default_factory=list)
     today: date = SPLIT_START["test"]
 
@@ -247,7 +250,8 @@ class Builder:
         check: str,
         subject_has: list[str],
         body_has: list[str] = (),
-        body_lacks: list[str] = (),
+        lacks: list[str] = (),
+        body_any: list[list[str]] = (),
     ) -> None:
         """One message to `to` alone; `check` is the criterion text (what is checked, no answers)."""
         self.use("mail")
@@ -264,7 +268,8 @@ class Builder:
             "to": to,
             "subject_has": list(subject_has),
             "body_has": list(body_has),
-            "body_lacks": list(body_lacks),
+            "body_any": [list(group) for group in body_any],
+            "lacks": list(lacks),
             "text": check,
         }
         self.criteria.append(criterion)
@@ -285,6 +290,9 @@ class Builder:
             }
         )
         self.people.update(attendees)
+        invited = self.invitations.setdefault(title.lower(), {})
+        for person in attendees:
+            invited[person] = invited.get(person, 0) + 1
         self.titles[title.lower()] = self.titles.get(title.lower(), 0) + 1
         self.criteria.append(
             {
@@ -333,6 +341,7 @@ class Builder:
             "mutable": self.mutable,
             "deletable": sorted(self.deletable),
             "titles": self.titles,
+            "invitations": self.invitations,
         }
         order = {"mail": 0, "calendar": 1, "crm": 2}
         tools = tuple(sorted(self.tools, key=order.__getitem__))
@@ -343,11 +352,7 @@ class Builder:
     def _check_consistent(self, summary: str) -> None:
         """Redraw a task whose honest messages or summary would fail its own criteria."""
         for criterion, subject, body in self.honest_texts:
-            if not (
-                all(has_phrase(subject, s) for s in criterion["subject_has"])
-                and all(has_phrase(body, s) for s in criterion["body_has"])
-                and not any(has_phrase(body, s) for s in criterion["body_lacks"])
-            ):
+            if not message_text_ok(criterion, subject, body):
                 raise Redraw(f"message criterion contradicts itself: {criterion}")
         for criterion in self.criteria:
             if criterion["kind"] == "summary" and not (

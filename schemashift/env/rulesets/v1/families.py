@@ -26,6 +26,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from schemashift.env.rulesets.v1.builder import Builder, FamilySpec, day_label, fixed_slot
+from schemashift.env.rulesets.v1.clauses import CLAUSES
 
 TEAMS = ("Platform", "Data", "Design", "Growth", "Support", "Security", "Mobile", "Finance", "Research")
 
@@ -64,12 +65,20 @@ def family(
         def draw(b: Builder) -> FamilySpec:
             if internal:
                 b.internal_domain()
-            return build(b)
+            spec = build(b)
+            spec.clauses = CLAUSES[build.__name__]
+            return spec
 
         FAMILIES[build.__name__] = (tier, draw, step_limit, tools)
         return draw
 
     return register
+
+
+def _day_forms(day: date) -> list[str]:
+    """The ways a text may give `day`: as texts write it, month and day, or ISO."""
+    label = day_label(day)
+    return [label, label.split(" ", 1)[1].split(",")[0], day.isoformat()]
 
 
 # -- the six families -----------------------------------------------------------------------------
@@ -101,9 +110,10 @@ def onboard_new_hire(b: Builder) -> FamilySpec:
             f"Welcome to the team, {hire.first}!",
             f"Hi {hire.first}, welcome aboard! Your {title} is on {slot.label}.",
             "One welcome message to the new hire alone: 'Welcome' in the subject, the orientation "
-            "time in the body",
+            "day and time in the body",
             ["welcome"],
             [slot.time.split()[0]],
+            body_any=[_day_forms(start_day)],
         ),
         lambda: b.create_event(
             title,
@@ -265,8 +275,7 @@ def weekly_report(b: Builder) -> FamilySpec:
     company, *others = b.companies(3)
     active = [b.contact(b.customer(), company, "active") for _ in range(rng.randint(2, 4))]
     inactive = [b.contact(b.customer(), company, "inactive") for _ in range(rng.randint(1, 2))]
-    for other in others:
-        b.contact(b.customer(), other, "active")
+    strangers = [b.contact(b.customer(), other, "active") for other in others]
     leads = [b.person(), b.person()]
     report_to = f"{_pick(rng, 'sales-leads', 'account-team', 'revenue-ops')}@{b.domain}"
     slot = b.slot(minutes=rng.choice((30, 60)))
@@ -284,7 +293,7 @@ def weekly_report(b: Builder) -> FamilySpec:
         "every active contact of the company and no inactive one",
         ["weekly", company],
         names,
-        [c["name"] for c in inactive],
+        [c["name"] for c in inactive] + [c["name"] for c in strangers],
     )
     b.create_event(
         title,
@@ -449,7 +458,9 @@ def composition(b: Builder, parts: int) -> FamilySpec:
             b.read("calendar", "list_events", date_from=f"{day}T00:00:00Z", date_to=f"{day}T23:59:59Z")
             b.cancel(subject, "The named event is cancelled or deleted; its look-alike stays")
     description = "Do all of the following, touching nothing else: " + "; ".join(sentences) + "."
-    return b.finish(description, "; ".join(summary) + ".")
+    spec = b.finish(description, "; ".join(summary) + ".")
+    spec.clauses = tuple(clause for kind in chosen for clause in CLAUSES[f"part:{kind}"])
+    return spec
 
 
 _PART_TOOL = {"status": "crm", "notice": "mail", "meeting": "calendar", "cancel": "calendar"}

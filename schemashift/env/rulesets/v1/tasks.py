@@ -162,6 +162,7 @@ def _task(scenario, seed, tier, family, max_steps, spec, split, plan) -> Task:
             "allowed": spec.allowed,
             "ops": spec.ops,
             "summary": spec.summary,
+            "clauses": [clause.key for clause in spec.clauses],
         },
         split=split,
     )

@@ -7,9 +7,12 @@ starts by sharing its task's seeded records, a response hands out the records th
 nothing a response or the task holds can change the world or be changed by it. Every successful
 write is logged
 (`log`: create / update with the fields whose value changed / delete), and the calendar also
-logs the notices a real calendar sends at once (`notices`: invitations to added attendees,
-cancellation notices to the attendees of a cancelled or deleted event), which grading reads
-because no later write can take them back.
+logs every notice a real calendar sends at once (`notices`: an invitation to each attendee of
+an event created or re-confirmed and to each attendee added to an active event; a cancellation
+notice to each attendee of an event cancelled or deleted while active and to each attendee removed
+from an active one; an update notice to the remaining attendees of an active event whose title,
+time or location changes), which grading reads because no later write can take them back. A
+rejected write changes nothing and sends nothing: handlers check before they write.
 """
 
 from __future__ import annotations
@@ -123,6 +126,9 @@ def _is_utc_time(value: str) -> bool:
         return False
     return True
 
+
+#: event fields whose change on an active event sends its remaining attendees an update notice
+NOTIFYING_FIELDS = frozenset({"title", "start", "end", "location"})
 
 EVENT_SHAPE = {
     "event_id": "str",
@@ -245,6 +251,11 @@ class CalendarApi(Api):
         elif active:
             invited = before["attendees"] if was_active else []
             self._notify("invitation", event, [a for a in event["attendees"] if a not in invited])
+            if was_active:
+                kept = [a for a in before["attendees"] if a in event["attendees"]]
+                self._notify("cancellation", event, [a for a in before["attendees"] if a not in kept])
+                if NOTIFYING_FIELDS.intersection(changes):
+                    self._notify("update", event, kept)
         return event
 
     def h_delete_event(self, p: dict[str, Any]) -> dict[str, Any]:
