@@ -1,7 +1,11 @@
 """Success count of each v1 junk pair (tests/env/v1/v1_junk.py) at one random placement per seed,
-N fresh seeds per scenario (argv[1], default 30), played in the drift arm. Run with PYTHONPATH at
-the checkout to measure: before the damage class most pairs succeeded, now none does."""
+`--seeds N` fresh seeds per scenario (default 30), played in the drift arm: before the damage
+class most pairs succeeded, now none does.
 
+    python benchmarks/v1_junk.py --seeds 50
+"""
+
+import argparse
 import random
 import sys
 from pathlib import Path
@@ -10,11 +14,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "env" / "
 from v1_junk import JUNK_PAIRS, honest_intents, placements, play_intents, with_junk
 from v1_support import RULESET, SCENARIOS
 
-import schemashift
 from schemashift.env import Environment
 
-print(schemashift.__file__)
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--seeds", type=int, default=30, help="fresh seeds per scenario (default: 30)")
+N = parser.parse_args().seeds
 rng = random.Random(777001)
 env = Environment(RULESET)
 totals = {p.__name__: [0, 0] for p in JUNK_PAIRS}
