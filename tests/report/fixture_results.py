@@ -107,6 +107,9 @@ def config(
         "rulesets": list(rulesets),
         "baselines": list(BASELINES),
         "samples": SAMPLES,
+        # the workflow's layout holds the drift arm; `build(control=True)` puts the control arm
+        # beside it under results/control/, which no rule of the workflow expects
+        "arms": ["drift"],
         "shard_seeds": SHARD_SEEDS,
         "evaluation": {
             r: {"scenarios": list(scenarios_for(r, scenarios)), "seeds": f"{SEEDS[0]}-{SEEDS[-1]}"}

@@ -125,7 +125,7 @@ def test_the_default_plays_models_on_seeds_and_v1_baselines_on_baseline_seeds(co
     ]
     assert legacy_evals and all("--arms drift " in command for command in legacy_evals)
     shards = [line for line in output.splitlines() if "schemashift.cli run" in line]
-    assert sum("--ruleset v1" in command for command in shards) == 5 * 6
+    assert sum("--ruleset v1" in command for command in shards) == 6 * 6
     for command in shards:
         assert ("--seeds 0-66 " if "--ruleset v1" in command else "--seeds 0-4 ") in command, command
         assert ("--arms drift,control " if "--ruleset v1" in command else "--arms drift ") in command, command
@@ -152,7 +152,7 @@ def test_api_job_command(copy, tmp_path):
         "python -m schemashift.cli eval --policy 'openai:org/Local-1B' --harness default "
         "--base-url http://127.0.0.1:9/v1 "
         f"--api-key-env {KEY_ENV} --max-concurrency 3 --ruleset legacy "
-        f"--scenarios {','.join(SCENARIOS)} --seeds 0-1 --samples 1 --arms drift "
+        f"--scenarios {','.join(SCENARIOS)} --seeds 0-1 --samples 1 --arms drift --salt-id none "
         "--cache results/cache/eval/api/local-model/legacy.sqlite --out results/eval/api/local-model/legacy "
         "> results/logs/eval/api/local-model/legacy.log 2>&1"
     )
@@ -297,7 +297,7 @@ def test_one_checkpoints_evaluation_is_a_target(copy, tmp_path, checkpoints, ena
         "rm -rf results/eval/grpo_a/step-50/legacy/progress results/eval/grpo_a/step-50/legacy/eval.json && "
         f"python -m schemashift.cli eval --policy 'hf:{BASE}@results/train/grpo_a/checkpoint-50' "
         f"--harness default {BUDGET} --ruleset legacy "
-        f"--scenarios {','.join(SCENARIOS)} --seeds 0-1 --samples 1 --arms drift "
+        f"--scenarios {','.join(SCENARIOS)} --seeds 0-1 --samples 1 --arms drift --salt-id none "
         "--cache results/cache/eval/grpo_a/step-50/legacy.sqlite --out results/eval/grpo_a/step-50/legacy "
         "> results/logs/eval/grpo_a/step-50/legacy.log 2>&1"
     )
