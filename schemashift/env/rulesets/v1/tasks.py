@@ -37,9 +37,10 @@ EXCLUSIVE_KINDS = frozenset({"endpoint_deprecation", "tool_removal"})
 #: endpoints a write can reach another way (a cancellation is a delete or a status update), so a
 #: drift on them cannot be the crux: an agent could step around it
 ROUTED_ENDPOINTS = frozenset({("calendar", "delete_event"), ("calendar", "update_event")})
-#: how many drifts a plan draws, keyed by whether the task is easy: two-drift plans are rarer,
-#: since few of them exist and a family's commonest plan would be one
-_PLAN_SIZES = {True: (2, 3, 3, 3, 4, 4, 4), False: (2, 3, 3, 3, 4, 4, 4, 5, 5)}
+#: how many drifts a plan draws, keyed by whether the task is easy. Two-drift plans are rare: few
+#: of them exist, so each would cover many seeds (customer_lookup's commonest plan) and share its
+#: spellings with many others (its distinct schedules, guarantee 7)
+_PLAN_SIZES = {True: (2,) + (3,) * 8 + (4,) * 7, False: (2, 3, 3, 3, 4, 4, 4, 5, 5)}
 
 
 def _derived_rng(*parts: Any) -> Draws:
