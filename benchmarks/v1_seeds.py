@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 
 from schemashift.env.rulesets import get_ruleset
 from schemashift.env.rulesets.v1.tasks import TEST_SEEDS, TRAIN_FIRST_SEED
@@ -30,14 +31,22 @@ def task_identity(task) -> tuple[str, str]:
     return task.description, answer
 
 
+def plan_key(task) -> tuple[tuple[str, str, str, int], ...]:
+    """A drift plan as a situation: which (tool, endpoint, kind, call) drifts it holds, whatever
+    new name or value each one picks (a tool-wide drift has endpoint "")."""
+    return tuple(sorted((d.tool, d.endpoint or "", d.kind, d.on_call) for d in task.drift_plan))
+
+
 def seed_figures(scenario: str, seeds: int) -> dict[str, float]:
     """Distinct-schedule and distinct-text shares over `seeds` test seeds, and the number of the
     first `seeds` train tasks that equal a test task."""
     ruleset = get_ruleset("v1")
     schedules, texts, test_tasks = set(), set(), set()
+    plans: Counter = Counter()
     for seed in range(TEST_SEEDS[0], TEST_SEEDS[0] + seeds):
         task = ruleset.build_task(scenario, seed)
         schedules.add(task.schedule_hash())
+        plans[plan_key(task)] += 1
         texts.add(task.description)
         test_tasks.add(task_identity(task))
     overlap = sum(
@@ -48,6 +57,8 @@ def seed_figures(scenario: str, seeds: int) -> dict[str, float]:
         "distinct_schedules": len(schedules) / seeds,
         "distinct_texts": len(texts) / seeds,
         "train_equal_to_test": overlap,
+        "distinct_plans": len(plans),
+        "largest_plan_share": max(plans.values()) / seeds,
     }
 
 
@@ -60,7 +71,9 @@ def main() -> int:
     ruleset = get_ruleset("v1")
     scenarios = ruleset.scenario_ids() + [info.id for info in ruleset.compositions()]
     print(f"v1 version {ruleset.version}: {args.seeds} test seeds and {args.seeds} train seeds per scenario")
-    print(f"{'scenario':<22}{'schedules':>11}{'texts':>9}{'train=test':>12}{'s':>7}")
+    print(
+        f"{'scenario':<22}{'schedules':>11}{'texts':>9}{'train=test':>12}{'plans':>7}{'largest':>9}{'s':>7}"
+    )
     ok = True
     for scenario in scenarios:
         started = time.perf_counter()
@@ -68,7 +81,8 @@ def main() -> int:
         ok &= figures["distinct_schedules"] >= THRESHOLD and figures["train_equal_to_test"] == 0
         print(
             f"{scenario:<22}{figures['distinct_schedules']:>11.4f}{figures['distinct_texts']:>9.4f}"
-            f"{figures['train_equal_to_test']:>12d}{time.perf_counter() - started:>7.1f}"
+            f"{figures['train_equal_to_test']:>12d}{figures['distinct_plans']:>7d}"
+            f"{figures['largest_plan_share']:>9.4f}{time.perf_counter() - started:>7.1f}"
         )
     print(
         f"target: >= {THRESHOLD:.0%} distinct schedules per scenario and no train task equal to a test task: "

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 from functools import lru_cache
-from itertools import accumulate
 from typing import Any
 
 from schemashift.env.episode import DriftSpec, Task
@@ -45,6 +44,10 @@ EXCLUSIVE_KINDS = frozenset({"endpoint_deprecation", "tool_removal"})
 #: endpoints a write can reach another way (a cancellation is a delete or a status update), so a
 #: drift on them cannot be the crux: an agent could step around it
 ROUTED_ENDPOINTS = frozenset({("calendar", "delete_event"), ("calendar", "update_event")})
+#: how many drifts a plan draws, keyed by whether the task is easy. Two-drift plans are rare: few
+#: of them exist, so each would cover many seeds (customer_lookup's commonest plan) and share its
+#: spellings with many others (its distinct schedules, guarantee 7)
+_PLAN_SIZES = {True: (2,) + (3,) * 8 + (4,) * 7, False: (2, 3, 3, 3, 4, 4, 4, 5, 5)}
 
 
 def salt_id(salt: str) -> str:
@@ -176,31 +179,32 @@ def plan_signature(ops: list[dict[str, Any]]) -> tuple[tuple[str, str, tuple[str
 def draw_drifts(
     rng: Draws, signature: tuple[tuple[str, str, tuple[str, ...]], ...], tier: str, split: str
 ) -> tuple[DriftSpec, ...]:
-    """Which endpoints drift, how, and on which call.
+    """Which endpoints drift, how, and on which call: situations, not spellings.
 
     First the crux: a breaking kind (renamed or retyped parameter the call passes, a new required
     parameter) on one of the plan's writes that has no other route, firing on that write's own
-    call, so the documented plan fails unless the agent adapts. Then 2-3 more drifts (kinds first,
-    so every kind is common), each on an endpoint or tool the plan uses and firing on one of the
-    plan's calls to it. Held-out kinds and pairs are drawn only in the test split.
+    call (any of them, for a write the plan makes several times), so the documented plan fails
+    unless the agent adapts. Every (write call, kind) is equally likely. Then 1-4 more drifts
+    (1-3 on an easy task; `_PLAN_SIZES`): each drawn uniformly among the (kind, target) pairs that
+    still fit the plan, a target being an endpoint the plan calls or a tool it uses, and firing
+    on any of the plan's calls to it. No single (tool, endpoint, kind, call) plan is then common
+    (tests/env/v1/test_v1_plans.py). Held-out kinds and pairs are drawn only in the test split.
     """
-    cruxes, crux_weights, kinds, kind_weights, options = _drift_options(signature, split)
-    # Weights are accumulated once per plan shape (`Draws.pick`), which draws as `choices` does.
-    # Every (write, kind, variant) is equally likely to be the crux, and extra kinds are drawn with
-    # weight sqrt(number of their variants): every kind stays common while the schedules spread.
-    tool, endpoint, kind, variants, nth = rng.pick(cruxes, crux_weights)
+    cruxes, options = _drift_options(signature, split)
+    tool, endpoint, kind, variants, nth = rng.choice(cruxes)
     plan = [DriftSpec(tool, kind, None, endpoint, dict(rng.choice(variants)), on_call=nth)]
     taken: dict[tuple[str, str | None], list[str]] = {(tool, endpoint): [kind]}
-    wanted = rng.choice((3, 3, 4)) if tier == "easy" else rng.choice((3, 3, 4, 4))
-    attempts = 0
-    while len(plan) < wanted and attempts < 50:
-        attempts += 1
-        kind = rng.pick(kinds, kind_weights)
-        targets, weights = options[kind]
-        tool, endpoint, variants, count = rng.pick(targets, weights)
-        already = taken.get((tool, endpoint), [])
-        if not _compatible(kind, already):
-            continue
+    wanted = rng.choice(_PLAN_SIZES[tier == "easy"])
+    while len(plan) < wanted:
+        open_targets = [
+            (kind, target)
+            for kind, targets in options
+            for target in targets
+            if _compatible(kind, taken.get((target[0], target[1]), []))
+        ]
+        if not open_targets:
+            break
+        kind, (tool, endpoint, variants, count) = rng.choice(open_targets)
         details = dict(rng.choice(variants))
         if kind == "endpoint_deprecation":
             details["sunset_after"] = rng.randint(1, 4)
@@ -212,9 +216,9 @@ def draw_drifts(
 
 @lru_cache(maxsize=256)
 def _drift_options(signature: tuple[tuple[str, str, tuple[str, ...]], ...], split: str):
-    """What a plan of this shape can draw: crux candidates and, per kind, the targets of extra
-    drifts with their cumulative weights (a plan's shape is its calls and the parameters they
-    pass)."""
+    """What a plan of this shape can draw: the crux candidates, and per kind the targets of extra
+    drifts (tool, endpoint or None for a tool-wide kind, variants, how many plan calls reach it);
+    a plan's shape is its calls and the parameters they pass."""
 
     def allowed(tool: str, kind: str) -> bool:
         return split == "test" or (kind not in HELD_OUT_KINDS and (tool, kind) not in HELD_OUT_PAIRS)
@@ -246,11 +250,7 @@ def _drift_options(signature: tuple[tuple[str, str, tuple[str, ...]], ...], spli
         for kind, variants in CATALOGUE.get((tool, endpoint), {}).items():
             if allowed(tool, kind):
                 targets.setdefault(kind, []).append((tool, endpoint, variants, count))
-    kinds = sorted(targets)
-    weights = {kind: [len(t[2]) for t in targets[kind]] for kind in kinds}
-    options = {kind: (targets[kind], list(accumulate(weights[kind]))) for kind in kinds}
-    kind_weights = list(accumulate(sum(weights[kind]) ** 0.5 for kind in kinds))
-    return cruxes, list(accumulate(len(c[3]) for c in cruxes)), kinds, kind_weights, options
+    return cruxes, [(kind, targets[kind]) for kind in sorted(targets)]
 
 
 def _param_of(kind: str, variant: dict[str, Any]) -> str:
