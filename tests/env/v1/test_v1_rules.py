@@ -24,7 +24,7 @@ from schemashift.env.rulesets.v1.catalogue import TOOL_WIDE
 def find(kind: str, endpoint: str | None = "any", family: str | None = None, first_call: bool = False):
     """The first (family, seed, spec) whose plan has a drift of `kind` (on `endpoint`); with
     `first_call`, one that fires on the first call to its endpoint (or tool), met by no other drift."""
-    for seed in range(0, 400):
+    for seed in range(0, 2000):
         for fam in [family] if family else FAMILIES:
             plan = RULESET.build_task(fam, seed).drift_plan
             for spec in plan:
