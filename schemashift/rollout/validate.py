@@ -141,6 +141,12 @@ def replay_row(row: dict[str, Any], trajectory: dict[str, Any]) -> Any:
             f"recorded under {row['ruleset']} version {row['ruleset_version']}, this schemashift has "
             f"{ruleset.version}"
         )
+    drawn = ruleset.build_task(row["scenario"], row["seed"]).salt_id
+    if row.get("salt_id") != drawn:
+        raise ValueError(
+            f"drawn under salt id {row.get('salt_id') or 'none'}, this process draws it under "
+            f"{drawn or 'none'} (set SCHEMASHIFT_SALT to the run's salt)"
+        )
     context = SweepContext(**{name: row.get(name) for name in SweepContext.__dataclass_fields__})
     cell = Cell(row["ruleset"], row["scenario"], row["seed"], row["sample_index"], read_arm(row))
     actions, tokens = trajectory_actions(trajectory)

@@ -139,6 +139,19 @@ def test_records_name_the_salt_by_its_id_and_never_hold_it(monkeypatch, tmp_path
     assert all(row["success"] for row in rows)
     assert SALT not in _files_text(out) + capsys.readouterr().out
 
+    # a held-out run re-grades under its salt, and says which salt it needs without it
+    assert main(["validate", str(out)]) == 0
+    monkeypatch.delenv(SALT_ENV)
+    assert main(["validate", str(out)]) != 0
+    printed = capsys.readouterr()
+    message = printed.out + printed.err
+    assert (
+        f"seed {SEEDS[0]} sample 0: cannot replay its trajectory: drawn under salt id {tasks.salt_id(SALT)}, "
+        in message
+    )
+    assert "this process draws it under none (set SCHEMASHIFT_SALT" in message and SALT not in message
+    monkeypatch.setenv(SALT_ENV, SALT)
+
     refused = tmp_path / "refused"
     assert main(["run", *cells, "--policy", "scripted", "--salt-id", "none", "--out", str(refused)]) == 2
     message = capsys.readouterr().err
