@@ -4,7 +4,8 @@ Parameters are drawn from the task's own entities (addresses, quoted phrases, da
 in responses), so a random success means the task is too easy, not that the policy guessed a
 format. It occasionally inspects, reports or completes. Its generator is seeded from the
 scenario and seed of the cell it is started on (`start_episode`; else the ones the observation
-names, as legacy's does), so an episode replays identically.
+names, as legacy's does, or its task text where it names no seed), so an episode replays
+identically.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ RECORD_ID = re.compile(r"\b(?:c|evt|msg)_\d+\b")
 DEFAULT_KINDS = ("field_rename", "endpoint_deprecation", "new_required_param", "rate_limit_tightening")
 
 P_COMPLETE, P_INSPECT, P_REPORT, P_OPTIONAL = 0.04, 0.06, 0.04, 0.3
+#: the address it writes to where the task text names none (v1's tasks make the agent look them up)
+NO_ADDRESS = "someone@example.com"
 
 
 class RandomPolicy:
@@ -50,11 +53,13 @@ class RandomPolicy:
         if self.cell is not None:
             scenario, seed = self.cell.scenario, self.cell.seed
         else:
-            scenario, seed = observation.get("task_id"), observation.get("seed")
+            # v1 names no seed: its task text, drawn from the seed, tells the episodes apart
+            scenario = observation.get("task_id")
+            seed = observation.get("seed", observation.get("task_description"))
         self.rng = random.Random(f"random-policy/{scenario}/{seed}")
         self.schemas = {tool: dict(view) for tool, view in (observation.get("tool_schemas") or {}).items()}
         text = observation.get("task_description", "")
-        self.emails = sorted(set(EMAIL.findall(text))) or ["someone@example.com"]
+        self.emails = sorted(set(EMAIL.findall(text))) or [NO_ADDRESS]
         self.words = sorted(set(QUOTED.findall(text)) | set(ISO_TIME.findall(text))) or ["update"]
 
     def _learn(self, observation: Observation) -> None:

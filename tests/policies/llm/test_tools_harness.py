@@ -13,6 +13,7 @@ import pytest
 from openai_server import OpenAIServer
 
 from schemashift.cli import main
+from schemashift.env.arms import CONTROL
 from schemashift.env.environment import Environment
 from schemashift.env.rulesets import get_ruleset
 from schemashift.policies import make_policy
@@ -250,7 +251,8 @@ def test_parallel_calls_bad_arguments_and_unknown_functions_count_as_invalid_act
         ]
     )
     with OpenAIServer(lambda body: next(replies)) as server:
-        (result,) = play(server, V1, cells(["v1"], ["customer_lookup"], [0]), "tools")
+        # the control arm: no drift answers the lookup otherwise than documented
+        (result,) = play(server, V1, cells(["v1"], ["customer_lookup"], [0], arms=[CONTROL]), "tools")
         requests = server.chat_requests()
     record, steps = result.record, result.trajectory["steps"]
     assert record["status"] == "graded" and record["steps"] == 5 and record["final_action"] == "complete_task"
