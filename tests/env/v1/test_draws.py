@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import warnings
-from itertools import accumulate
 
 import pytest
 from hypothesis import given, settings
@@ -14,7 +13,7 @@ from schemashift.env.rulesets.v1.draws import Draws
 
 pytestmark = pytest.mark.timeout(120)
 
-#: one draw: which method, and its arguments (`pick` is compared with `choices(...)[0]`)
+#: one draw: which method, and its arguments
 CALLS = st.one_of(
     st.tuples(st.just("choice"), st.lists(st.integers(), min_size=1, max_size=70)),
     st.tuples(
@@ -22,32 +21,18 @@ CALLS = st.one_of(
         st.integers(-(2**70), 2**70),
         st.integers(0, 2**70) | st.integers(0, 40),
     ),
-    st.tuples(
-        st.just("pick"),
-        st.lists(
-            st.integers(1, 9) | st.floats(0.01, 50.0, allow_nan=False, allow_infinity=False),
-            min_size=1,
-            max_size=30,
-        ),
-    ),
     st.tuples(st.just("random")),
     st.tuples(st.just("sample"), st.integers(1, 30)),
 )
 
 
-def _draw(rng: random.Random, call: tuple, fast: bool):
+def _draw(rng: random.Random, call: tuple):
     name, *args = call
     if name == "choice":
         return rng.choice(args[0])
     if name == "randint":
         low, span = args
         return rng.randint(low, low + span)
-    if name == "pick":
-        weights = args[0]
-        population = list(range(len(weights)))
-        if fast:
-            return rng.pick(population, list(accumulate(weights)))
-        return rng.choices(population, weights)[0]
     if name == "sample":
         return rng.sample(range(40), args[0])
     return rng.random()
@@ -58,7 +43,7 @@ def _draw(rng: random.Random, call: tuple, fast: bool):
 def test_every_draw_and_the_stream_after_it_match_random(seed, calls):
     fast, reference = Draws(seed), random.Random(seed)
     for call in calls:
-        assert _draw(fast, call, True) == _draw(reference, call, False)
+        assert _draw(fast, call) == _draw(reference, call)
     assert fast.getstate() == reference.getstate()
 
 
@@ -78,8 +63,3 @@ def _outcome(rng: random.Random, method: str, args: tuple):
 def test_bad_arguments_end_as_random_ends(method, args):
     """The same value or the same error as the running Python's own `random.Random`."""
     assert _outcome(Draws(1), method, args) == _outcome(random.Random(1), method, args)
-
-
-def test_pick_refuses_weights_that_sum_to_zero():
-    with pytest.raises(ValueError, match="greater than zero"):
-        Draws(1).pick(["a", "b"], [0, 0])

@@ -11,7 +11,6 @@ equal over random call sequences; the pinned v1 vectors hold the tasks).
 from __future__ import annotations
 
 import random
-from bisect import bisect
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -43,11 +42,3 @@ class Draws(random.Random):
         while r >= n:
             r = getrandbits(k)
         return a + r
-
-    def pick(self, population: Sequence[T], cum_weights: Sequence[float]) -> T:
-        """`choices(population, cum_weights=cum_weights)[0]`, for weights accumulated once
-        (`random.choices(population, weights)` accumulates them into the same list first)."""
-        total = cum_weights[-1] + 0.0
-        if total <= 0.0:
-            raise ValueError("Total of weights must be greater than zero")
-        return population[bisect(cum_weights, self.random() * total, 0, len(population) - 1)]

@@ -190,18 +190,13 @@ def draw_drifts(
     on any of the plan's calls to it. No single (tool, endpoint, kind, call) plan is then common
     (tests/env/v1/test_v1_plans.py). Held-out kinds and pairs are drawn only in the test split.
     """
-    cruxes, options = _drift_options(signature, split)
+    cruxes, pairs = _drift_options(signature, split)
     tool, endpoint, kind, variants, nth = rng.choice(cruxes)
     plan = [DriftSpec(tool, kind, None, endpoint, dict(rng.choice(variants)), on_call=nth)]
     taken: dict[tuple[str, str | None], list[str]] = {(tool, endpoint): [kind]}
     wanted = rng.choice(_PLAN_SIZES[tier == "easy"])
     while len(plan) < wanted:
-        open_targets = [
-            (kind, target)
-            for kind, targets in options
-            for target in targets
-            if _compatible(kind, taken.get((target[0], target[1]), []))
-        ]
+        open_targets = [(kind, t) for kind, t in pairs if _compatible(kind, taken.get((t[0], t[1]), []))]
         if not open_targets:
             break
         kind, (tool, endpoint, variants, count) = rng.choice(open_targets)
@@ -216,9 +211,9 @@ def draw_drifts(
 
 @lru_cache(maxsize=256)
 def _drift_options(signature: tuple[tuple[str, str, tuple[str, ...]], ...], split: str):
-    """What a plan of this shape can draw: the crux candidates, and per kind the targets of extra
-    drifts (tool, endpoint or None for a tool-wide kind, variants, how many plan calls reach it);
-    a plan's shape is its calls and the parameters they pass."""
+    """What a plan of this shape can draw: the crux candidates, and every (kind, target) an extra
+    drift may take, a target being (tool, endpoint or None for a tool-wide kind, variants, how
+    many plan calls reach it); a plan's shape is its calls and the parameters they pass."""
 
     def allowed(tool: str, kind: str) -> bool:
         return split == "test" or (kind not in HELD_OUT_KINDS and (tool, kind) not in HELD_OUT_PAIRS)
@@ -250,7 +245,7 @@ def _drift_options(signature: tuple[tuple[str, str, tuple[str, ...]], ...], spli
         for kind, variants in CATALOGUE.get((tool, endpoint), {}).items():
             if allowed(tool, kind):
                 targets.setdefault(kind, []).append((tool, endpoint, variants, count))
-    return cruxes, [(kind, targets[kind]) for kind in sorted(targets)]
+    return cruxes, [(kind, target) for kind in sorted(targets) for target in targets[kind]]
 
 
 def _param_of(kind: str, variant: dict[str, Any]) -> str:
