@@ -75,6 +75,7 @@ from pathlib import Path
 
 from schemashift.env import Environment
 from schemashift.policies import make_policy
+from schemashift.rollout.runner import Cell
 
 WARMUP_EPISODES = 300
 
@@ -87,10 +88,14 @@ def one_pass(
 ) -> tuple[float, int]:
     """Episodes on seeds 0, 1, ... (or, with `seeds`, on seeds never played before in this run)."""
     steps = 0
+    start = getattr(policy, "start_episode", None)  # as the runner starts a policy on its cell
     started = time.perf_counter()
     for i in range(episodes):
         policy.reset()
-        observation = env.reset(scenarios[i % len(scenarios)], i if seeds is None else next(seeds))
+        scenario, seed = scenarios[i % len(scenarios)], i if seeds is None else next(seeds)
+        if start is not None:
+            start(Cell(env.ruleset.name, scenario, seed))
+        observation = env.reset(scenario, seed)
         while not observation["done"]:
             observation, _ = env.step(policy.act(observation))
             steps += 1
