@@ -87,6 +87,21 @@ def test_the_public_generator_attack_needs_no_salt_to_win_and_fails_under_one(mo
     assert sum(public_oracle_attack(*cell) for cell in cells) == 0
 
 
+def test_a_search_of_the_public_generator_finds_a_salted_task_nowhere(monkeypatch):
+    """The attacker's search: the text an episode shows, looked up over the public generator's
+    test seeds around it (its own included). Unsalted the search finds the seed; salted, no seed."""
+    window = range(0, 1500)
+    for scenario in ("customer_lookup", "weekly_report"):
+        seed = _DRAW.choice(window)
+        monkeypatch.delenv(SALT_ENV, raising=False)
+        public = {tasks.build_task(scenario, s).description: s for s in window}
+        shown = Environment(RULESET).reset(scenario, seed)["task_description"]
+        assert public.get(shown) == seed, "the search works where there is no salt"
+        monkeypatch.setenv(SALT_ENV, SALT)
+        shown = Environment(RULESET).reset(scenario, seed)["task_description"]
+        assert shown not in public, (scenario, seed)
+
+
 def test_a_salt_moves_every_test_task_and_no_training_task(monkeypatch):
     monkeypatch.delenv(SALT_ENV, raising=False)
     public = {(s, seed): identity(RULESET.build_task(s, seed)) for s in SCENARIOS for seed in SEEDS}
