@@ -6,10 +6,10 @@ import random
 
 import pytest
 from v1_agents import oblivious_actions
+from v1_support import play_policy
 
 from schemashift.env import ARMS, CONTROL, DRIFT, Environment, check_arm, get_ruleset
 from schemashift.policies import make_policy
-from schemashift.rollout.runner import Cell
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -21,16 +21,6 @@ V1_SEEDS = _DRAW.sample(range(300, 9000), 12) + _DRAW.sample(range(10300, 60000)
 def _first_view(env: Environment, scenario: str, seed: int, arm: str) -> dict:
     view = env.reset(scenario, seed, arm=arm)
     return {key: value for key, value in view.items() if key != "episode_id"}
-
-
-def _play(env: Environment, policy, scenario: str, seed: int, arm: str) -> dict:
-    policy.reset()
-    if hasattr(policy, "start_episode"):
-        policy.start_episode(Cell(env.ruleset.name, scenario, seed, arm=arm))
-    observation = env.reset(scenario, seed, arm=arm)
-    while not observation["done"]:
-        observation, _ = env.step(policy.act(observation))
-    return env.ruleset.summary(env.episode)
 
 
 def test_arms_are_named_once_and_checked():
@@ -81,9 +71,9 @@ def test_v1_control_arm_measures_drift_handling(scenario):
     oblivious = {DRIFT: 0, CONTROL: 0}
     for seed in V1_SEEDS:
         for arm in ARMS:
-            summary = _play(env, oracle, scenario, seed, arm)
+            summary = play_policy(oracle, scenario, seed, env, arm=arm)
             assert summary["success"] and not summary["catastrophe"], (scenario, seed, arm)
-        control = _play(env, oracle, scenario, seed, CONTROL)
+        control = play_policy(oracle, scenario, seed, env, arm=CONTROL)
         assert control["drifts_fired"] == 0 and rs.drift_outcomes(env.episode) == []
         assert control["drift_detection"] == 1.0 and control["adaptation"] == 1.0
         plan = oblivious_actions(scenario, seed)

@@ -14,13 +14,12 @@ import random
 from collections import Counter
 
 import pytest
-from v1_support import RULESET, SCENARIOS
+from v1_support import RULESET, SCENARIOS, play_policy
 
 from schemashift.env import CONTROL, DRIFT, Environment
 from schemashift.env.rulesets.v1.tasks import TEST_SEEDS
 from schemashift.policies import make_policy
 from schemashift.policies.scripted import OBLIVIOUS
-from schemashift.rollout.runner import Cell
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -33,17 +32,6 @@ SHARE_SEEDS = range(TEST_SEEDS[0], TEST_SEEDS[1] + 1)
 MAX_SHARE = 0.02
 #: fresh seeds of both splits for the solvers
 SOLVE_SEEDS = _DRAW.sample(range(1000, 9999), 100) + _DRAW.sample(range(60000, 90000), 100)
-
-
-def _play(env: Environment, policy, scenario: str, seed: int, arm: str) -> dict:
-    """Play one cell; a policy that plans from the cell (the oracle) is told it first."""
-    policy.reset()
-    if hasattr(policy, "start_episode"):
-        policy.start_episode(Cell(env.ruleset.name, scenario, seed, arm=arm))
-    observation = env.reset(scenario, seed, arm=arm)
-    while not observation["done"]:
-        observation, _ = env.step(policy.act(observation))
-    return env.ruleset.summary(env.episode)
 
 
 def plan_key(task) -> tuple[tuple[str, str, str, int], ...]:
@@ -70,7 +58,7 @@ def test_oracle_scripted_and_oblivious_on_fresh_seeds(scenario):
         policy = make_policy(name, RULESET)
         for arm in (DRIFT, CONTROL):
             for seed in SOLVE_SEEDS:
-                summary = _play(env, policy, scenario, seed, arm)
+                summary = play_policy(policy, scenario, seed, env, arm=arm)
                 solved[name, arm] += summary["success"]
                 if name != OBLIVIOUS:
                     assert summary["success"] and not summary["catastrophe"], (name, arm, scenario, seed)
