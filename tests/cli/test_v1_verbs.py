@@ -29,7 +29,7 @@ def test_scenarios_lists_families_tiers_splits_and_held_out(capsys):
         "test": {"first_seed": 0, "last_seed": 9999},
         "train": {"first_seed": 10000, "last_seed": None},
     }
-    assert listing["held_out"]["test-only drift kinds"] == ["error_code_remap"]
+    assert listing["held_out"]["test-only drift kinds"] == ["error_code_remap", "transient_fault"]
     assert listing["compositions"] == ["composed_pair", "composed_triple"]
     assert main(["scenarios", "--ruleset", "v1"]) == 0
     table = capsys.readouterr().out
