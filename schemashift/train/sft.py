@@ -155,6 +155,15 @@ def to_training_device(model: Any, device: str | None = None) -> Any:
     return target
 
 
+def lr_factor(step: int, steps: int, warmup_ratio: float = WARMUP_RATIO) -> float:
+    """The learning rate's multiplier at `step` of `steps`: linear warmup over `warmup_ratio` of
+    the run (at least one step), then cosine decay to a tenth."""
+    warmup = max(1, round(warmup_ratio * steps))
+    if step < warmup:
+        return (step + 1) / warmup
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+
+
 def train_loop(
     model: Any,
     examples: Sequence[tuple[list[int], list[int]]],
@@ -179,14 +188,7 @@ def train_loop(
     device = to_training_device(model, device)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
-    warmup = max(1, round(warmup_ratio * steps))
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
-
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, steps, warmup_ratio))
     model.train()
     started = time.perf_counter()
     losses: list[float] = []
