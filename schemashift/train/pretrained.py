@@ -125,6 +125,8 @@ def build_pretrained_model(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from schemashift.policies.llm.local import file_digest
+
     recipe = get_recipe(name)
     out = Path(out)
     if out.exists() and any(out.iterdir()):
@@ -163,6 +165,8 @@ def build_pretrained_model(
             "gguf": recipe.gguf,
             "gguf_sha256": gguf_sha256,
             "weights_sha256": {p.name: sha256_file(p) for p in sorted(staging.glob("*.safetensors"))},
+            # what evaluation rows stamp as the model's `weights_sha256`: it leads a row back here
+            "weights_digest": file_digest(staging),
             "parameters": sum(p.numel() for p in model.parameters()),
             "dtype": "float32",
             "chat_template": template,
