@@ -17,8 +17,11 @@ Handler = Callable[[dict[str, Any]], Response]
 
 
 def ok(body: dict[str, Any]) -> Response:
-    """A success, frozen where it is made (the body may hold world records: it is copied)."""
-    return FrozenDict(ok=True, status=200, body=freeze(body), error=None)
+    """A success, frozen where it is made: a body a handler built frozen is kept, any other (it
+    may hold world records) is copied."""
+    if type(body) is not FrozenDict:
+        body = freeze(body)
+    return FrozenDict(ok=True, status=200, body=body, error=None)
 
 
 def fail(status: int, error: str) -> Response:

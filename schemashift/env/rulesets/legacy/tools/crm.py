@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from schemashift.env.frozen import FrozenDict, FrozenList, freeze
 from schemashift.env.rulesets.legacy.tools.base import (
     EndpointSchema,
     Response,
@@ -102,11 +103,12 @@ class CrmTool(Tool):
         return Tool.call(self, endpoint, params)
 
     # -- representation ------------------------------------------------------------------------
-    def _project(self, contact: dict[str, Any]) -> dict[str, Any]:
-        out = dict(contact)
-        if self.email_renamed and STORED_EMAIL in out:
-            out[RENAMED_EMAIL] = out.pop(STORED_EMAIL)
-        return out
+    def _project(self, contact: dict[str, Any]) -> FrozenDict:
+        """A contact as responses show it, frozen (its values may be world data: they are copied)."""
+        if self.email_renamed and STORED_EMAIL in contact:
+            contact = dict(contact)
+            contact[RENAMED_EMAIL] = contact.pop(STORED_EMAIL)
+        return freeze(contact)
 
     def _find(self, params: dict[str, Any]) -> dict[str, Any]:
         return find_record(self.contacts, "contact_id", params.get("contact_id"), "contact")
@@ -126,7 +128,7 @@ class CrmTool(Tool):
                 if (email_lc is not None and str(c.get(STORED_EMAIL, "")).lower() == email_lc)
                 or (name_lc is not None and name_lc in str(c.get("name", "")).lower())
             ]
-        return ok({"contacts": [self._project(c) for c in hits], "total": len(hits)})
+        return ok(FrozenDict(contacts=FrozenList([self._project(c) for c in hits]), total=len(hits)))
 
     def get_contact(self, params: dict[str, Any]) -> Response:
         contact = self._find(params)

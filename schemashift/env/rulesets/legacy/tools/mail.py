@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from schemashift.env.frozen import FrozenDict
 from schemashift.env.rulesets.legacy.tools.base import (
     EndpointSchema,
     Response,
@@ -72,7 +73,7 @@ class MailTool(Tool):
     def send_message(self, params: dict[str, Any]) -> Response:
         message_id = f"msg_{len(self.sent_messages) + len(self.mailbox) + 1}"
         self.sent_messages.append({"id": message_id, **params})
-        return ok({"message_id": message_id, "sent_at": SENT_AT})
+        return ok(FrozenDict(message_id=message_id, sent_at=SENT_AT))
 
     def get_message(self, params: dict[str, Any]) -> Response:
         wanted = params.get("message_id")
