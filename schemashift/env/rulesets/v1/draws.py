@@ -2,10 +2,11 @@
 
 Building a task makes about a hundred `choice` and `randint` draws, and `random.Random` spends
 three Python frames on each (choice -> _randbelow; randint -> randrange -> _randbelow), which made
-them a fifth of a fresh v1 episode's reset. `Draws` does the same arithmetic in one frame: each
-method returns what `random.Random`'s returns and takes the same bits from the same Mersenne
-Twister, so every seed draws the task it always drew (tests/env/v1/test_draws.py holds the two
-equal over random call sequences; the pinned v1 vectors hold the tasks).
+them a fifth of a fresh v1 episode's reset (and `sample` spends one on every pick). `Draws` does
+the same arithmetic in one frame: each method returns what `random.Random`'s returns and takes
+the same bits from the same Mersenne Twister, so every seed draws the task it always drew
+(tests/env/v1/test_draws.py holds the two equal over random call sequences; the pinned v1
+vectors hold the tasks).
 """
 
 from __future__ import annotations
@@ -42,3 +43,23 @@ class Draws(random.Random):
         while r >= n:
             r = getrandbits(k)
         return a + r
+
+    def sample(self, population: Sequence[T], k: int, *, counts: Sequence[int] | None = None) -> list[T]:
+        """`random.Random.sample`; the small samples of short lists and tuples a task draws take
+        its pool algorithm in one frame, anything else the library's own path."""
+        n = len(population)
+        # random.Random.sample picks from a pool for these sizes (its set size stays 21 up to k = 5).
+        if counts is not None or type(population) not in (list, tuple) or not 0 <= k <= min(n, 5) or n > 21:
+            return super().sample(population, k, counts=counts)
+        getrandbits = self.getrandbits
+        pool = list(population)
+        result = [None] * k
+        for i in range(k):
+            m = n - i
+            bits = m.bit_length()
+            j = getrandbits(bits)
+            while j >= m:
+                j = getrandbits(bits)
+            result[i] = pool[j]
+            pool[j] = pool[m - 1]
+        return result
