@@ -51,9 +51,13 @@ class UnsupportedDrift(ValueError):
 
 
 class EndpointSchema:
-    """One endpoint's contract: parameter types, required parameters, response and error codes."""
+    """One endpoint's contract: parameter types, required parameters, response and error codes.
 
-    __slots__ = ("name", "params", "required", "response_shape", "error_codes")
+    A `shared` schema (a class's baseline, or a drifted form that drift handlers memoise) may be
+    held by many tools at once and is never mutated: `Tool.writable` copies it first.
+    """
+
+    __slots__ = ("name", "params", "required", "response_shape", "error_codes", "shared")
 
     def __init__(
         self,
@@ -68,6 +72,7 @@ class EndpointSchema:
         self.required = required
         self.response_shape = response_shape
         self.error_codes = error_codes
+        self.shared = False
 
     def copy(self, name: str | None = None) -> EndpointSchema:
         return EndpointSchema(
@@ -105,6 +110,8 @@ class Tool:
         templates = _TEMPLATES.get(cls)
         if templates is None:
             templates = _TEMPLATES[cls] = {s.name: s for s in self.baseline_schemas()}
+            for schema in templates.values():
+                schema.shared = True
             _BASELINE_VIEWS[cls] = FrozenDict({name: s.frozen() for name, s in templates.items()})
         self._templates = templates
         # Copy-on-write: endpoints share the class's baseline schemas until drift changes them.
@@ -199,7 +206,7 @@ class Tool:
     def writable(self, endpoint: str) -> EndpointSchema:
         """The endpoint's schema, made private to this tool so a drift handler may mutate it."""
         schema = self.schemas[endpoint]
-        if schema is self._templates.get(endpoint):
+        if schema.shared:
             schema = self.schemas[endpoint] = schema.copy()
         return schema
 

@@ -157,9 +157,21 @@ class CrmTool(Tool):
 
     # -- drift -----------------------------------------------------------------------------------
     def _rename_email(self, details: dict[str, Any]) -> None:
+        schemas = self.schemas
         for endpoint in _CONTACT_ENDPOINTS:
-            if endpoint in self.schemas:
-                _rename_field(self.writable(endpoint), STORED_EMAIL, RENAMED_EMAIL)
+            schema = schemas.get(endpoint)
+            if schema is None:
+                continue
+            if schema.shared:
+                # Every episode with this drift renames the same baseline schemas: share one result.
+                renamed = _EMAIL_RENAMED.get(schema)
+                if renamed is None:
+                    renamed = _EMAIL_RENAMED[schema] = schema.copy()
+                    _rename_field(renamed, STORED_EMAIL, RENAMED_EMAIL)
+                    renamed.shared = True
+                schemas[endpoint] = renamed
+            else:
+                _rename_field(schema, STORED_EMAIL, RENAMED_EMAIL)
 
     def _tighten_rate_limit(self, details: dict[str, Any]) -> None:
         self.rate_limit_active = True
@@ -172,6 +184,10 @@ class CrmTool(Tool):
             _rename_field(schema, STORED_EMAIL, RENAMED_EMAIL)
         self.remove_endpoint("update_contact")
         self.add_endpoint(schema, self.update_contact)
+
+
+#: a shared schema -> the shared schema it becomes when the e-mail field is renamed
+_EMAIL_RENAMED: dict[EndpointSchema, EndpointSchema] = {}
 
 
 def _rename_field(schema: EndpointSchema, old: str, new: str) -> None:
