@@ -157,21 +157,9 @@ class CrmTool(Tool):
 
     # -- drift -----------------------------------------------------------------------------------
     def _rename_email(self, details: dict[str, Any]) -> None:
-        schemas = self.schemas
         for endpoint in _CONTACT_ENDPOINTS:
-            schema = schemas.get(endpoint)
-            if schema is None:
-                continue
-            if schema.shared:
-                # Every episode with this drift renames the same baseline schemas: share one result.
-                renamed = _EMAIL_RENAMED.get(schema)
-                if renamed is None:
-                    renamed = _EMAIL_RENAMED[schema] = schema.copy()
-                    _rename_field(renamed, STORED_EMAIL, RENAMED_EMAIL)
-                    renamed.shared = True
-                schemas[endpoint] = renamed
-            else:
-                _rename_field(schema, STORED_EMAIL, RENAMED_EMAIL)
+            if endpoint in self.schemas:
+                self.edit_schema(endpoint, RENAMED_EMAIL, _rename_email_field)
 
     def _tighten_rate_limit(self, details: dict[str, Any]) -> None:
         self.rate_limit_active = True
@@ -186,10 +174,6 @@ class CrmTool(Tool):
         self.add_endpoint(schema, self.update_contact)
 
 
-#: a shared schema -> the shared schema it becomes when the e-mail field is renamed
-_EMAIL_RENAMED: dict[EndpointSchema, EndpointSchema] = {}
-
-
 def _rename_field(schema: EndpointSchema, old: str, new: str) -> None:
     """Rename a field in params (appended), required (in place) and response shape (appended)."""
     if old in schema.params:
@@ -197,3 +181,7 @@ def _rename_field(schema: EndpointSchema, old: str, new: str) -> None:
     schema.required = [new if p == old else p for p in schema.required]
     if old in schema.response_shape:
         schema.response_shape[new] = schema.response_shape.pop(old)
+
+
+def _rename_email_field(schema: EndpointSchema) -> None:
+    _rename_field(schema, STORED_EMAIL, RENAMED_EMAIL)
