@@ -11,6 +11,7 @@ vectors hold the tasks).
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from typing import TypeVar
@@ -45,21 +46,34 @@ class Draws(random.Random):
         return a + r
 
     def sample(self, population: Sequence[T], k: int, *, counts: Sequence[int] | None = None) -> list[T]:
-        """`random.Random.sample`; the small samples of short lists and tuples a task draws take
-        its pool algorithm in one frame, anything else the library's own path."""
+        """`random.Random.sample` for a list or tuple: its two algorithms (a pool, or a set of the
+        indices taken), chosen as it chooses them, in one frame; anything else takes the
+        library's own path, with its errors."""
         n = len(population)
-        # random.Random.sample picks from a pool for these sizes (its set size stays 21 up to k = 5).
-        if counts is not None or type(population) not in (list, tuple) or not 0 <= k <= min(n, 5) or n > 21:
+        if counts is not None or type(population) not in (list, tuple) or not 0 <= k <= n:
             return super().sample(population, k, counts=counts)
         getrandbits = self.getrandbits
-        pool = list(population)
-        result = [None] * k
-        for i in range(k):
-            m = n - i
-            bits = m.bit_length()
-            j = getrandbits(bits)
-            while j >= m:
+        result: list[T] = [None] * k  # type: ignore[list-item]
+        setsize = 21  # random.Random.sample's own arithmetic
+        if k > 5:
+            setsize += 4 ** math.ceil(math.log(k * 3, 4))
+        if n <= setsize:
+            pool = list(population)
+            for i in range(k):
+                m = n - i
+                bits = m.bit_length()
                 j = getrandbits(bits)
-            result[i] = pool[j]
-            pool[j] = pool[m - 1]
+                while j >= m:
+                    j = getrandbits(bits)
+                result[i] = pool[j]
+                pool[j] = pool[m - 1]
+            return result
+        bits = n.bit_length()
+        selected: set[int] = set()
+        for i in range(k):
+            j = getrandbits(bits)
+            while j >= n or j in selected:
+                j = getrandbits(bits)
+            selected.add(j)
+            result[i] = population[j]
         return result
