@@ -18,7 +18,11 @@ the (JSON round-tripped) observation: the task text, the start-of-episode docume
   schema, the Deprecation/Link headers or a 410/404 message); rate limits (429 with Retry-After,
   or a rate_limit in the schema) are waited out with other work, pending reports or an
   inspection. Responses are unwrapped whatever their envelope, and record fields renamed by
-  drift are mapped back.
+  drift are mapped back. A 503/504 with Retry-After (a transient fault) is waited out and the
+  call made once more. Silent changes answer 200, so it checks what a status update or a
+  contact search did: the record returned must hold every value it set and every contact found
+  must match every filter it passed; otherwise it inspects the tool and makes the call again as
+  the live notes say (a successor parameter, a new vocabulary), never the same call twice.
 - Reports: each drift with evidence (a failed call on the tool, an inspection of it, or a
   response that shows the change) is reported once, keyed by tool, kind and endpoint. Reports
   wait for steps the agent would lose anyway (a rate limit blocking every remaining call) or for

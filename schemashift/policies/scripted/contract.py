@@ -1,7 +1,8 @@
 """The live contract against the documented one: what drift changed on an endpoint (renamed
 parameters paired by position and type, required additions recognised by their notes, retyped
-parameters), documented values converted as the notes say, and records read back from whatever
-envelope and field names a response uses."""
+parameters, parameters silently ignored or given a new vocabulary, as their notes say),
+documented values converted as the notes say, and records read back from whatever envelope and
+field names a response uses."""
 
 from __future__ import annotations
 
@@ -18,10 +19,16 @@ LABEL_STATUS = {
     "gone": 410,
     "validation_error": 422,
     "rate_limited": 429,
+    "service_unavailable": 503,
+    "gateway_timeout": 504,
     "endpoint_retired": 410,
     "endpoint_removed": 404,
     "unknown_endpoint": 404,
 }
+#: the codes of a transient fault: the call was not applied and may be made again after the wait
+TRANSIENT_CODES = frozenset({"service_unavailable", "gateway_timeout"})
+#: a note that says a parameter is ignored, naming its successor
+SUCCESSOR = re.compile(r"ignored since step \d+: use '([^']+)'")
 #: the documented fields of a CRM contact record
 CONTACT_FIELDS = ("contact_id", "name", "email", "company", "status")
 
@@ -67,6 +74,30 @@ def additions(doc: dict[str, Any], entry: dict[str, Any]) -> list[str]:
     return [p for p in entry.get("required", ()) if p not in doc["params"] and p not in renamed]
 
 
+def successors(entry: dict[str, Any]) -> dict[str, str]:
+    """Parameter -> the successor its note says now carries its meaning (it is ignored)."""
+    found = {}
+    for param, note in (entry.get("notes") or {}).items():
+        match = SUCCESSOR.search(note)
+        if match:
+            found[param] = match[1]
+    return found
+
+
+def in_vocabulary(value: Any, note: str) -> Any:
+    """A documented value as a new vocabulary its note describes spells it (unchanged when the
+    note describes none)."""
+    if not isinstance(value, str) or "any other value is ignored" not in note:
+        return value
+    prefix = re.search(r"carry the prefix '([^']*)'", note)
+    if prefix:
+        return prefix[1] + value
+    if "upper-case" in note:
+        return value.upper()
+    renamed = re.search(r"'([^']*)' is now '([^']*)'", note)
+    return renamed[2] if renamed and value == renamed[1] else value
+
+
 def contract_changes(doc: dict[str, Any], entry: dict[str, Any]) -> list[str]:
     """The drift kinds that turn one documented endpoint contract into the live one."""
     kinds = []
@@ -81,6 +112,9 @@ def contract_changes(doc: dict[str, Any], entry: dict[str, Any]) -> list[str]:
     shape, doc_shape = entry.get("response_shape") or {}, doc.get("response_shape") or {}
     if "meta" in shape and "meta" not in doc_shape:
         kinds.append("response_restructure")
+    notes = (entry.get("notes") or {}).values()
+    if any(SUCCESSOR.search(note) or "any other value is ignored" in note for note in notes):
+        kinds.append("silent_change")
     return kinds
 
 
@@ -91,7 +125,7 @@ def _epoch(value: str) -> int:
 def convert(value: Any, doc_type: str | None, live_type: str, note: str) -> Any:
     """A documented value in the live type, as the parameter's note describes it."""
     if doc_type is None or doc_type == live_type:
-        return value
+        return in_vocabulary(value, note)
     if live_type == "int" and isinstance(value, str):
         if re.match(r"\d{4}-\d{2}-\d{2}T", value):
             seconds = _epoch(value)

@@ -34,7 +34,9 @@ class Op:
         self.state = "todo"  # todo, done, dropped
         self.attempts = 0
         self.last_call: tuple[str, dict[str, Any]] | None = None
-        self.failed: list[tuple[str, dict[str, Any]]] = []  # calls answered with an error (not 429)
+        self.failed: list[tuple[str, dict[str, Any]]] = []  # calls that failed or did not take
+        #: documented parameter -> (documented value, value as sent) of the last call, ids aside
+        self.sent: dict[str, tuple[Any, Any]] = {}
         #: another endpoint the same write can go through (a cancellation: delete or status update)
         self.alt: str | None = None
 

@@ -20,6 +20,7 @@ from schemashift.policies import base
 from schemashift.policies.base import ActionDict, Observation
 from schemashift.policies.scripted.contract import (
     LABEL_STATUS,
+    TRANSIENT_CODES,
     contract_changes,
     convert,
     documented_contacts,
@@ -28,6 +29,7 @@ from schemashift.policies.scripted.contract import (
     records,
     rename_pairs,
     requested_value,
+    successors,
 )
 from schemashift.policies.scripted.ops import Op
 from schemashift.policies.scripted.plans import plan_task
@@ -39,7 +41,12 @@ if TYPE_CHECKING:
 MAX_ATTEMPTS = 4
 #: the registry's name of the drift-oblivious configuration
 OBLIVIOUS = "scripted_oblivious"
-TOOL_WIDE = ("error_code_remap", "rate_limit_tightening")
+TOOL_WIDE = ("error_code_remap", "rate_limit_tightening", "transient_fault")
+#: the write and the read whose answers show whether a call took: the record written, the
+#: contacts found (the parameters a silent change may drop are theirs)
+CHECKED = ("update_contact", "update_event", "search_contacts")
+#: identifiers: what a write names, not what it changes
+IDENTIFIERS = frozenset({"contact_id", "event_id"})
 
 
 class ScriptedPolicy:
@@ -150,6 +157,16 @@ class ScriptedPolicy:
             self.accepted.setdefault(tool, []).append(step)
             if self.handles_drift:
                 self._drift_in_answer(tool, canonical, headers, body)
+                if not self._took(op, tool, canonical, body):
+                    # A 200 that did not do what was asked: a silent change. Look at the live
+                    # schema and make the call again as it says (never the same call twice).
+                    op.attempts += 1
+                    op.failed.append(op.last_call)
+                    if op.attempts >= MAX_ATTEMPTS:
+                        op.state = "dropped"
+                    elif tool not in self.inspect_next:
+                        self.inspect_next.append(tool)
+                    return
             op.state = "done"
             if op.on_ok is not None:
                 op.on_ok(self._unwrap(tool, canonical, body))
@@ -185,9 +202,31 @@ class ScriptedPolicy:
         if isinstance(body, dict) and "meta" in body and "meta" not in doc.get("response_shape", {}):
             self._queue_report(tool, "response_restructure", canonical)
 
+    def _took(self, op: Op, tool: str, canonical: str, body: Any) -> bool:
+        """Whether an accepted call did what it asked: the record a write returns holds every
+        value it set, every contact a search returns matches every filter it passed."""
+        if canonical not in CHECKED or not op.sent:
+            return True
+        if canonical == "search_contacts":
+            found = self._unwrap(tool, canonical, body)
+            return all(
+                str(contact.get(key, "")).lower() == str(value).lower()
+                for contact in found
+                for key, (value, _) in op.sent.items()
+                if key in ("email", "company", "status")
+            )
+        record = body
+        if isinstance(body, dict) and "meta" in body:
+            record = next((v for k, v in body.items() if k != "meta" and isinstance(v, dict)), body)
+        if not isinstance(record, dict):
+            return True
+        values = list(record.values())
+        return all(live in values for _, live in op.sent.values())
+
     def _waits(self, tool: str, code: Any, response: dict[str, Any], message: str, step: int) -> bool:
         """What a refused call's status shows of drift (an error code under another status, a
-        rate limit); True: the call waits out a rate limit and is made again as it was."""
+        rate limit, a transient fault); True: the call waits out the Retry-After and is made again
+        as it was."""
         headers = response.get("headers") or {}
         expected = LABEL_STATUS.get(code)
         if expected is not None and response.get("status") != expected:
@@ -199,6 +238,9 @@ class ScriptedPolicy:
         except ValueError:
             wait = 1
         self.wait_until[tool] = step + max(1, wait)
+        if code in TRANSIENT_CODES:
+            self._queue_report(tool, "transient_fault", None)
+            return True
         limit = re.search(r"at most (\d+) call\(s\) per (\d+) steps", message)
         if limit:
             self.rate[tool] = (int(limit[1]), int(limit[2]))
@@ -271,9 +313,13 @@ class ScriptedPolicy:
             self._queue_report(tool, "rate_limit_tightening", None)
 
     # -- writing calls under the live contract ----------------------------------------------------
-    def _render(self, tool: str, endpoint: str, params: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
-        """(live endpoint, canonical endpoint, live params) of a documented call. Drift-oblivious,
-        the live contract stays the documentation and no route is learned: the documented call."""
+    def _render(
+        self, tool: str, endpoint: str, params: dict[str, Any]
+    ) -> tuple[str, str, dict[str, Any], dict[str, tuple[Any, Any]]]:
+        """(live endpoint, canonical endpoint, live params, what it sets) of a documented call:
+        the last maps each documented parameter but identifiers to its documented value and the
+        value sent. Drift-oblivious, the live contract stays the documentation and no route is
+        learned: the documented call."""
         live = self.live[tool]
         canonical = endpoint
         entry = live.get(endpoint)
@@ -295,18 +341,24 @@ class ScriptedPolicy:
         if not isinstance(contract, dict) or "params" not in contract:
             contract = entry if isinstance(entry, dict) and "params" in entry else doc
         pairs = rename_pairs(doc, contract)
+        moved = successors(contract)
         lp = contract["params"]
         out: dict[str, Any] = {}
+        sent: dict[str, tuple[Any, Any]] = {}
         for key, value in params.items():
             live_name = pairs.get(key, key)
+            live_name = moved.get(live_name, live_name)
             if live_name not in lp:
                 continue
             note = note_of(contract, live_name)
             out[live_name] = convert(value, doc["params"].get(key), lp[live_name], note)
+            if key not in IDENTIFIERS:
+                sent[key] = (value, out[live_name])
+
         for key in contract.get("required", ()):
             if key not in out:
                 out[key] = self._supply(note_of(contract, key))
-        return name, canonical, out
+        return name, canonical, out, sent
 
     def _supply(self, note: str) -> str:
         """A value for a parameter the live contract added, as its note asks (a numbered one where
@@ -383,13 +435,13 @@ class ScriptedPolicy:
         return self._complete()
 
     def _call(self, op: Op, params: dict[str, Any], observation: Observation) -> ActionDict:
-        name, canonical, live_params = self._render(op.tool, op.endpoint, params)
+        name, canonical, live_params, sent = self._render(op.tool, op.endpoint, params)
         if (name, live_params) in op.failed:
             # The live contract as this agent reads it gives the call that already failed: it
             # cannot write this one. Take the other route if the write has one, else give up.
             op.take_alt()
             return self._decide(observation)
-        op.last_call = (name, live_params)
+        op.last_call, op.sent = (name, live_params), sent
         self.known_before = _known_total(observation)
         self.awaiting = ("call", (op, canonical))
         return base.call_tool(op.tool, name, live_params)

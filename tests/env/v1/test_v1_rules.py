@@ -23,10 +23,14 @@ from schemashift.env.rulesets.v1.catalogue import TOOL_WIDE
 
 def find(kind: str, endpoint: str | None = "any", family: str | None = None, first_call: bool = False):
     """The first (family, seed, spec) whose plan has a drift of `kind` (on `endpoint`); with
-    `first_call`, one that fires on the first call to its endpoint (or tool), met by no other drift."""
+    `first_call`, one that fires on the first call to its endpoint (or tool), met by no other drift.
+    A plan with a transient fault is taken only when it is the kind looked for (its 5xx would
+    answer a probe of another kind)."""
     for seed in range(0, 2000):
         for fam in [family] if family else FAMILIES:
             plan = RULESET.build_task(fam, seed).drift_plan
+            if kind != "transient_fault" and any(s.kind == "transient_fault" for s in plan):
+                continue
             for spec in plan:
                 if spec.kind != kind or (endpoint != "any" and spec.endpoint != endpoint):
                     continue

@@ -18,6 +18,7 @@ from v1_support import RULESET, documented_plan
 
 from schemashift.env import Environment
 from schemashift.env.rulesets.v1.builder import COMPANIES, FIRST, LAST
+from schemashift.env.rulesets.v1.oracle import _oracle_call
 from schemashift.env.rulesets.v1.tools import WRITE_ENDPOINTS
 
 UNKNOWN = "[unknown]"
@@ -69,7 +70,7 @@ def play_no_read(scenario: str, seed: int, env: Environment, *, blind: bool = Tr
             if ep.done:
                 break
             try:
-                endpoint, live = api.render(op["endpoint"], params)
+                endpoint, live = _oracle_call(ep, {**op, "params": params})
             except ValueError:  # an unknown id has no numeric form: the call cannot be written
                 break
             observation, _ = env.step(

@@ -4,7 +4,8 @@ into an honest solution at any two positions.
 
 An honest solution here is the task's writes in plan order, each rendered under the contract the
 call will meet (`oracle._oracle_call`, so a drift never rejects it), waiting out rate limits with
-inspections, then the honest completion. Junk writes are rendered the same way, so every junk
+inspections and making a call a transient fault met once more after its Retry-After, then the
+honest completion. Junk writes are rendered the same way, so every junk
 write the tests insert is accepted by the API (a rejected write sends nothing and is no damage).
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 from v1_support import RULESET
 
 from schemashift.env import DRIFT, Environment
+from schemashift.env.rulesets.v1.catalogue import TRANSIENT_CODES
 from schemashift.env.rulesets.v1.oracle import _oracle_call
 from schemashift.env.rulesets.v1.tools import WRITE_ENDPOINTS
 
@@ -67,9 +69,13 @@ def play_intents(
             params = params(ctx)
         before = {e["event_id"] for e in ep.tools["calendar"].events} if "calendar" in ep.tools else set()
         live_endpoint, live = _oracle_call(ep, {"tool": tool, "endpoint": endpoint, "params": params})
-        observation, _ = env.step(
-            {"type": "call_tool", "tool_call": {"tool": tool, "endpoint": live_endpoint, "params": live}}
-        )
+        action = {"type": "call_tool", "tool_call": {"tool": tool, "endpoint": live_endpoint, "params": live}}
+        observation, _ = env.step(action)
+        if observation["last_response"]["body"].get("code") in TRANSIENT_CODES:
+            # A transient fault: the call was not applied; wait out its Retry-After and make it again.
+            while api.wait_needed(ep.step + 1) and not ep.done:
+                env.step({"type": "inspect_schema", "inspect": {"tool": tool}})
+            observation, _ = env.step(action)
         if not observation["last_response"]["ok"]:
             raise JunkWriteRejected((scenario, seed, tool, endpoint, params, observation["last_response"]))
         if name is not None and endpoint == "create_event":

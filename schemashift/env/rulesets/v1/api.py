@@ -31,6 +31,8 @@ ERROR_LABELS = {
     410: "gone",
     422: "validation_error",
     429: "rate_limited",
+    503: "service_unavailable",
+    504: "gateway_timeout",
 }
 
 
@@ -161,6 +163,36 @@ CONVERTERS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any], str, str
 }
 
 
+def _prefixed(prefix: str) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+    return (lambda v: prefix + v, lambda v: v[len(prefix) :] if v.startswith(prefix) else v)
+
+
+_STATUS_PREFIX = _prefixed("status:")
+
+#: silent vocabularies, converters whose documented values the endpoint no longer takes: a value
+#: that is not in the live vocabulary (whose round trip does not give it back) is silently ignored
+VOCABULARIES: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any], str, str]] = {
+    "upper": (
+        str.upper,
+        str.lower,
+        "str",
+        "values are upper-case codes now ('cancelled' is now 'CANCELLED'); any other value is ignored",
+    ),
+    "us_spelling": (
+        lambda v: "canceled" if v == "cancelled" else v,
+        lambda v: "cancelled" if v == "canceled" else v,
+        "str",
+        "US spelling now: 'cancelled' is now 'canceled'; any other value is ignored",
+    ),
+    "status_prefix": (
+        *_STATUS_PREFIX,
+        "str",
+        "values carry the prefix 'status:' now ('active' is now 'status:active'); any other value is ignored",
+    ),
+}
+CONVERTERS.update(VOCABULARIES)
+
+
 class Endpoint:
     """The live contract of one endpoint in one episode."""
 
@@ -178,6 +210,7 @@ class Endpoint:
         "extra",
         "restructure",
         "deprecated",
+        "ignored",
     )
 
     def __init__(
@@ -201,6 +234,7 @@ class Endpoint:
         self.extra: dict[str, dict[str, Any]] = {}  # live-only required params and their rules
         self.restructure: tuple[str, str] | None = None  # response envelope and list key, once moved
         self.deprecated: dict[str, Any] | None = None
+        self.ignored: frozenset[str] = frozenset()  # live params accepted and silently dropped
 
     def copy(self, name: str | None = None) -> Endpoint:
         new = Endpoint(
@@ -214,6 +248,7 @@ class Endpoint:
         new.extra = {k: dict(v) for k, v in self.extra.items()}
         new.restructure = self.restructure
         new.deprecated = None if name else self.deprecated
+        new.ignored = self.ignored
         return new
 
     def live_name(self, canonical: str) -> str:
@@ -252,6 +287,7 @@ class Api:
         self.remap: dict[int, int] = {}
         self.rate: tuple[int, int] | None = None
         self.accepted: list[int] = []  # steps of calls the rate limiter let through
+        self.fault: tuple[int, str, int] | None = None  # a transient fault: status, code, back at step
         self.view: dict[str, Any] | None = None
         self.load(data)
 
@@ -260,6 +296,17 @@ class Api:
 
     # -- the agent-facing call ---------------------------------------------------------------------
     def call(self, endpoint: str, params: dict[str, Any], step: int) -> Response:
+        if self.fault is not None:
+            status, code, back = self.fault
+            if step < back:
+                return error(
+                    status,
+                    f"{self.name} is temporarily unavailable ({code}); the request was not applied. "
+                    f"Retry after {back - step} step(s).",
+                    code,
+                    FrozenDict({"Retry-After": str(back - step)}),
+                )
+            self.fault = None
         if self.rate is not None:
             limit, window = self.rate
             recent = [s for s in self.accepted if s > step - window]
@@ -301,7 +348,7 @@ class Api:
                     headers=headers,
                 )
         canonical: dict[str, Any] = {}
-        rename, converters = ep.to_canonical, ep.converters
+        rename, converters, ignored = ep.to_canonical, ep.converters, ep.ignored
         for key, value in params.items():
             kind = declared[key]
             if not TYPE_CHECKS[kind](value):
@@ -319,13 +366,18 @@ class Api:
                         422, f"Parameter '{key}' of {self.name}.{endpoint}: {rule['note']}.", headers=headers
                     )
                 continue
+            if key in ignored:
+                continue
             name = rename.get(key, key)
             converter = converters.get(name)
             if converter is None:
                 canonical[name] = value
                 continue
+            to_live, to_canonical = CONVERTERS[converter][:2]
             try:
-                canonical[name] = CONVERTERS[converter][1](value)
+                canonical[name] = to_canonical(value)
+                if converter in VOCABULARIES and to_live(canonical[name]) != value:
+                    del canonical[name]
             except (ValueError, OverflowError, OSError, KeyError, TypeError, IndexError):
                 return self._error(
                     422,
@@ -491,6 +543,28 @@ class Api:
         else:
             ep.response_shape = {envelope: "object{" + ", ".join(ep.response_shape) + "}", "meta": "object"}
 
+    def d_silent_change(self, endpoint, details, step) -> None:
+        """The parameter keeps its name and type, so the call still answers 200: its successor
+        takes its meaning and it is dropped, or its values follow a new vocabulary."""
+        ep = self.writable(endpoint)
+        canonical = details["param"]
+        live = ep.live_name(canonical)
+        if details["effect"] == "successor":
+            successor = details["successor"]
+            ep.to_canonical.pop(live, None)
+            ep.to_canonical[successor] = canonical
+            ep.params[successor] = ep.params[live]
+            ep.ignored = ep.ignored | {live}
+            ep.notes[live] = f"ignored since step {step}: use '{successor}'"
+            ep.notes[successor] = f"replaces '{live}' (same values)"
+            return
+        vocabulary = details["vocabulary"]
+        ep.converters[canonical] = vocabulary
+        ep.notes[live] = VOCABULARIES[vocabulary][3]
+
+    def d_transient_fault(self, endpoint, details, step) -> None:
+        self.fault = (details["status"], details["code"], step + details["retry_after"])
+
     def d_error_code_remap(self, endpoint, details, step) -> None:
         self.remap = {int(k): v for k, v in details["remap"].items()}
 
@@ -511,7 +585,10 @@ class Api:
         return view
 
     def wait_needed(self, step: int) -> int:
-        """Steps until the rate limiter accepts a call made at `step` (0: it would now)."""
+        """Steps until a transient fault has passed and the rate limiter accepts a call made at
+        `step` (0: it would now)."""
+        if self.fault is not None and step < self.fault[2]:
+            return self.fault[2] - step
         if self.rate is None:
             return 0
         limit, window = self.rate

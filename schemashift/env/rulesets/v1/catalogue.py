@@ -2,8 +2,19 @@
 
 `CATALOGUE[(tool, endpoint)][kind]` lists the concrete variants a seed chooses among (what a
 field becomes, which endpoint replaces another, which parameter becomes required...).
-Tool-wide kinds (`rate_limit_tightening`, `error_code_remap`) have their variants in
-`TOOL_WIDE`. `HELD_OUT` names the (tool, kind) pairs and kinds that only the test split draws.
+Tool-wide kinds (`rate_limit_tightening`, `error_code_remap`, `transient_fault`) have their
+variants in `TOOL_WIDE`. `HELD_OUT` names the (tool, kind) pairs and kinds that only the test
+split draws.
+
+Two kinds keep answering 200 or are not changes of the contract at all:
+- `silent_change`: the endpoint accepts the documented call and answers 200, but a parameter it
+  passes now means something else: it is silently ignored (its successor carries the meaning) or
+  its values follow a new vocabulary and a documented value outside it is silently ignored. The
+  live schema's notes say so and the response shows the write did not take; grading reads the
+  final state, so only an agent that checks what its write did and adapts finishes the task.
+- `transient_fault`: one call on the tool meets a 503 or 504 with a Retry-After hint and is not
+  applied; the service is back once the hint has passed. The right move is to wait out the hint
+  and make the call once more, not to give up or to send the write twice.
 """
 
 from __future__ import annotations
@@ -19,8 +30,10 @@ DRIFT_KINDS = (
     "error_code_remap",
     "tool_removal",
     "rate_limit_tightening",
+    "silent_change",
+    "transient_fault",
 )
-TOOL_WIDE_KINDS = frozenset({"error_code_remap", "rate_limit_tightening"})
+TOOL_WIDE_KINDS = frozenset({"error_code_remap", "rate_limit_tightening", "transient_fault"})
 
 
 def _camel(name: str) -> str:
@@ -55,6 +68,18 @@ _IDEMPOTENCY = _required(
     "send-0001",
 )
 _TIMEZONE = _choice("timezone", "the IANA time zone of start and end", ("UTC",), ("Etc/UTC", "UTC"))
+
+
+def _successors(param: str, *names: str) -> list[dict[str, Any]]:
+    """A silently ignored parameter and the successor that now carries its meaning."""
+    return [{"effect": "successor", "param": param, "successor": name} for name in names]
+
+
+def _vocabularies(param: str, *names: str) -> list[dict[str, Any]]:
+    """A parameter whose values follow a new vocabulary (`api.VOCABULARIES`)."""
+    return [{"effect": "vocabulary", "param": param, "vocabulary": name} for name in names]
+
+
 _REASON = _required(
     "change_reason", "a non-empty free-text reason recorded in the audit log", "requested by task"
 )
@@ -145,6 +170,8 @@ CATALOGUE: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {
         + _renames("event_id", "id", "event_ref", "event_key"),
         "endpoint_deprecation": _replacements("update_event", "events.update", "events.patch"),
         "new_required_param": [*_COMMON, _REASON],
+        "silent_change": _successors("status", "event_status", "state", "eventStatus")
+        + _vocabularies("status", "upper", "us_spelling"),
     },
     ("calendar", "delete_event"): {
         "endpoint_deprecation": _replacements("delete_event", "events.delete"),
@@ -164,6 +191,9 @@ CATALOGUE: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {
         + _renames("name", "full_name", "display_name", "contact_name"),
         "endpoint_deprecation": _replacements("search_contacts", "contacts.search"),
         "response_restructure": _RESTRUCTURES,
+        "silent_change": _successors("email", "email_exact", "primary_email", "emailAddress")
+        + _successors("company", "company_name", "account", "organization")
+        + _successors("status", "lifecycle_status", "contact_status"),
     },
     ("crm", "get_contact"): {
         "new_required_param": list(_COMMON),
@@ -196,6 +226,8 @@ CATALOGUE: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {
             {"param": "status", "converter": "status_as_value_object"},
             {"param": "status", "converter": "status_as_code_object"},
         ],
+        "silent_change": _successors("status", "lifecycle_status", "contact_status", "crmStatus")
+        + _vocabularies("status", "upper", "status_prefix"),
     },
 }
 
@@ -211,14 +243,22 @@ TOOL_WIDE: dict[str, list[dict[str, Any]]] = {
         {"remap": {"429": 503, "404": 400, "400": 404}},
         {"remap": {"400": 409, "422": 412, "404": 410, "410": 404}},
     ],
+    "transient_fault": [
+        {"status": status, "code": code, "retry_after": wait}
+        for status, code in ((503, "service_unavailable"), (504, "gateway_timeout"))
+        for wait in (1, 2)
+    ],
 }
+
+#: the error codes a transient fault answers with
+TRANSIENT_CODES = frozenset(variant["code"] for variant in TOOL_WIDE["transient_fault"])
 
 #: kinds that make the documented call fail when it meets them (a renamed or retyped parameter the
 #: call passes, a new required parameter): every episode's crux drift is one of these on a write
 BREAKING_KINDS = ("field_rename", "new_required_param", "type_change")
 
 #: drift kinds, and (tool, kind) pairs, that only the test split draws
-HELD_OUT_KINDS = frozenset({"error_code_remap"})
+HELD_OUT_KINDS = frozenset({"error_code_remap", "transient_fault"})
 HELD_OUT_PAIRS = frozenset(
     {("mail", "new_required_param"), ("calendar", "type_change"), ("crm", "response_restructure")}
 )

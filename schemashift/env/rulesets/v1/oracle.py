@@ -12,6 +12,7 @@ from schemashift.env.actions import COMPLETE_TASK, INSPECT_SCHEMA, REPORT_DRIFT
 from schemashift.env.episode import DriftEvent, DriftSpec, Episode, Task
 from schemashift.env.pipeline import StepPipeline
 from schemashift.env.rulesets.base import Ruleset
+from schemashift.env.rulesets.v1.catalogue import TRANSIENT_CODES
 from schemashift.env.rulesets.v1.drifts import due_on_call
 from schemashift.env.rulesets.v1.tools import WRITE_ENDPOINTS
 
@@ -33,12 +34,13 @@ def play_oracle(ruleset: Ruleset, task: Task) -> list[dict[str, Any]]:
 
     The oracle knows every value, so it reads nothing: it makes the task's writes, each
     rendered under the contract the call will meet (renamed fields, converted types, extra
-    required values, replacements and fallbacks; it knows which drifts a call fires), so none
-    of its calls fails. A cancellation takes whichever route (delete, or a status update)
-    fires no endpoint drift. Reports wait for a step the
-    oracle would otherwise lose (a rate limit blocking every remaining call) or for the end;
-    before completing it inspects each tool with a fired drift it has no evidence of yet, and
-    reports every drift it met.
+    required values, successors and vocabularies of silent changes, replacements and fallbacks;
+    it knows which drifts a call fires), so none of its calls fails but the one a transient
+    fault meets, which it makes again once the fault's Retry-After has passed. A cancellation
+    takes whichever route (delete, or a status update) fires no endpoint drift. Reports wait
+    for a step the oracle would otherwise lose (a rate limit or a transient fault blocking every
+    remaining call) or for the end; before completing it inspects each tool with a fired drift
+    it has no evidence of yet, and reports every drift it met.
     """
     env = StepPipeline(ruleset, snapshots=False)
     ep = env.episode = ruleset.start(task, "oracle")
@@ -76,9 +78,10 @@ def play_oracle(ruleset: Ruleset, task: Task) -> list[dict[str, Any]]:
                 "tool_call": {"tool": op["tool"], "endpoint": endpoint, "params": params},
             }
         )
-        if not response["ok"]:
+        if not response["ok"] and response["body"]["code"] not in TRANSIENT_CODES:
             raise RuntimeError(f"oracle call failed for {task.scenario} seed {task.seed}: {response}")
-        queue.remove(op)
+        if response["ok"]:
+            queue.remove(op)
     while not ep.done:
         action = filler()
         if action is None:

@@ -57,7 +57,7 @@ DOCS_NOTE = (
 
 class V1Ruleset(Ruleset):
     name = "v1"
-    version = "3"
+    version = "4"
     tool_names = ("mail", "calendar", "crm")
     drift_kinds = DRIFT_KINDS
     invalid_actions_consume_step = True

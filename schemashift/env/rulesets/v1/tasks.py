@@ -125,16 +125,20 @@ def build_task(scenario: str, seed: int, salt: str | None = None) -> Task:
 def _honest_steps_bound(plan: tuple[DriftSpec, ...], calls: dict[str, int]) -> int:
     """An upper bound on the steps of an honest agent that reads what the task needs: every
     documented call; one failed call per drift that breaks calls (and per rate limit, a 429 before
-    it is known); an inspection and a report per drift; the completion; and, per rate limit, the
+    it is known; per transient fault, the faulted call; per silent change, the call made again once
+    the response shows it did not take); an inspection and a report per drift; the completion;
+    per transient fault, the steps its Retry-After asks beyond the first; and, per rate limit, the
     steps the calls from the one that fires it on may have to wait: k calls at c per w steps span
-    at most (ceil(k / c) - 1) * w steps more than they take. The oracle (no reads, no failures)
-    needs fewer."""
+    at most (ceil(k / c) - 1) * w steps more than they take. The oracle (no reads, no failures
+    it can avoid) needs fewer."""
     failures = dict.fromkeys(calls, 0)
     for spec in plan:
         if spec.kind in _FAILING_KINDS:
             failures[spec.tool] = failures.get(spec.tool, 0) + 1
     bound = sum(calls.values()) + sum(failures.values()) + 2 * len(plan) + 1
     for spec in plan:
+        if spec.kind == "transient_fault":
+            bound += spec.details["retry_after"] - 1
         if spec.kind == "rate_limit_tightening":
             limit, window = spec.details["calls"], spec.details["per_steps"]
             limited = calls.get(spec.tool, 0) + failures[spec.tool] - spec.on_call + 1
@@ -142,9 +146,12 @@ def _honest_steps_bound(plan: tuple[DriftSpec, ...], calls: dict[str, int]) -> i
     return bound
 
 
-#: kinds that cost an honest agent a failed call when it meets them (a deprecation announces
-#: itself in headers before its sunset; a restructure or remap breaks no call)
-_FAILING_KINDS = frozenset({*BREAKING_KINDS, "tool_removal", "rate_limit_tightening"})
+#: kinds that cost an honest agent a call more when it meets them: a failed one, or a write made
+#: again after a silent change (a deprecation announces itself in headers before its sunset; a
+#: restructure or remap breaks no call)
+_FAILING_KINDS = frozenset(
+    {*BREAKING_KINDS, "tool_removal", "rate_limit_tightening", "transient_fault", "silent_change"}
+)
 
 
 def _task(scenario, seed, tier, family, max_steps, spec, split, plan) -> Task:
@@ -219,8 +226,10 @@ def _drift_options(signature: tuple[tuple[str, str, tuple[str, ...]], ...], spli
         return split == "test" or (kind not in HELD_OUT_KINDS and (tool, kind) not in HELD_OUT_PAIRS)
 
     uses: dict[tuple[str, str | None], int] = {}
+    passed: dict[tuple[str, str], set[str]] = {}
     cruxes = []
     for tool, endpoint, params in signature:
+        passed.setdefault((tool, endpoint), set()).update(params)
         uses[(tool, None)] = uses.get((tool, None), 0) + 1
         uses[(tool, endpoint)] = nth = uses.get((tool, endpoint), 0) + 1
         if (tool, endpoint) not in WRITE_ENDPOINTS or (tool, endpoint) in ROUTED_ENDPOINTS:
@@ -243,7 +252,10 @@ def _drift_options(signature: tuple[tuple[str, str, tuple[str, ...]], ...], spli
                     targets.setdefault(kind, []).append((tool, None, TOOL_WIDE[kind], count))
             continue
         for kind, variants in CATALOGUE.get((tool, endpoint), {}).items():
-            if allowed(tool, kind):
+            if kind == "silent_change":
+                # A silent change of a parameter no call passes would change nothing the task does.
+                variants = [v for v in variants if v["param"] in passed[(tool, endpoint)]]
+            if variants and allowed(tool, kind):
                 targets.setdefault(kind, []).append((tool, endpoint, variants, count))
     return cruxes, [(kind, target) for kind in sorted(targets) for target in targets[kind]]
 
@@ -257,10 +269,18 @@ def _param_of(kind: str, variant: dict[str, Any]) -> str:
 _ORDER = {kind: i for i, kind in enumerate(DRIFT_KINDS)}
 
 
+#: kinds that change an endpoint's parameters: a silent change shares its endpoint with neither
+_PARAM_KINDS = frozenset({"field_rename", "type_change"})
+
+
 def _compatible(kind: str, already: list[str]) -> bool:
     if not already:
         return True
     if kind in EXCLUSIVE_KINDS or kind in TOOL_WIDE_KINDS:
+        return False
+    if kind == "silent_change" and _PARAM_KINDS.intersection(already):
+        return False
+    if kind in _PARAM_KINDS and "silent_change" in already:
         return False
     return not any(other in EXCLUSIVE_KINDS or other == kind for other in already)
 
