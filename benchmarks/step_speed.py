@@ -43,6 +43,26 @@ met: the original runs faster per instruction, much of its time being in pydanti
 core); v1 fresh 31.1-31.6 -> 26.2-26.4 us/step, ratio v1/legacy 1.76-1.77 -> 1.54-1.56 (target
 1.5 not met). What is left is spread thin: no function of the legacy loop holds 7% of its time.
 
+Third pass (issue 35; cProfile over 3000 legacy episodes, instruction counts under callgrind
+with PYTHONHASHSEED=0 over 1500 episodes, both trees): about 100 function calls per step; the
+reset was 12% of the loop, and applying an episode's drifts about 5%: every episode copied and
+edited the same baseline schemas (the CRM e-mail rename copied four, about 9 us), and every
+inspection after a drift rebuilt the tool's frozen schema view although the documentation of
+those drifts was already shared. Now a schema held by many tools is marked shared and edited only
+through `Tool.edit_schema`, which edits it once on a copy and shares the result; an inspection
+answers with the tool's entry of the shared documentation; responses whose bodies a handler
+builds frozen are not frozen again, nor are parameters already frozen; the snapshot check is
+inline. On v1, `Draws.sample` runs `random.Random.sample`'s algorithms in one frame. Instructions
+per step: legacy 137.9k -> 126.2k (the original about 736k), v1 with fresh seeds 202.0k ->
+200.9k. Side by side on the 2-core machine under heavy load from other jobs (load average 5-6;
+wall-clock per step two to four times CPU time, so the CPU-time ratios are the steadier figures;
+1500 episodes, 3-5 repeats, before and after alternating): ratio original/ours in CPU time
+3.90-4.54 before against 4.37-5.58 after (wall-clock 3.83-5.55 against 3.33-6.01). v1/legacy
+with fresh seeds in CPU time 1.53-1.63 before against 1.63-1.75 after: legacy gained and v1
+hardly did, so the ratio grew (by instruction counts 1.47 -> 1.59). What is left: about ten
+frozen containers built per step (the snapshot guarantee), the ruleset hooks' calls, and for v1
+building the task (`tasks.draw_drifts` scans every (kind, target) pair per extra drift).
+
 Absolute figures depend on the machine and its load, so the target is really a ratio to the
 original. `--original DIR` takes a checkout of the original SchemaShift repository (it needs
 pydantic v2, and httpx because its eval.py imports its HTTP client) and plays the same episode

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from schemashift.env.actions import Action, InvalidAction, parse_action
 from schemashift.env.arms import DEFAULT_ARM, check_arm
 from schemashift.env.episode import Episode
-from schemashift.env.frozen import KEPT, freeze, frozen_view
+from schemashift.env.frozen import KEPT, FrozenDict, freeze, frozen_view
 
 if TYPE_CHECKING:
     from schemashift.env.rulesets.base import Ruleset
@@ -67,7 +67,9 @@ class StepPipeline:
             )
         self.episode = self.ruleset.new_episode(scenario, seed, episode_id, arm=check_arm(arm))
         view = self.ruleset.observe(self.episode, "Episode started.")
-        return _snapshot(view) if self.snapshots else view
+        if not self.snapshots or KEPT.issuperset(map(type, view.values())):
+            return view
+        return frozen_view(view)
 
     def step(self, action: Any, tokens_used: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
         """Apply one action (dict, JSON text or Action); returns (observation, reward breakdown).
@@ -92,7 +94,7 @@ class StepPipeline:
             if not rs.invalid_actions_consume_step:
                 raise
             parsed, invalid = None, exc
-        if parsed is not None and parsed.params is not None:
+        if parsed is not None and parsed.params is not None and type(parsed.params) is not FrozenDict:
             # A frozen copy: the policy's own objects never reach the world or the records.
             if parsed is action:
                 parsed = copy.copy(parsed)
@@ -134,19 +136,12 @@ class StepPipeline:
         shown = rs.visible_step(record)
         ep.visible_history.append(shown if type(shown) in KEPT else freeze(shown))
         view = rs.observe(ep, feedback)
-        if not self.snapshots:
+        # `Ruleset.observe` makes a new top-level dict at every call, so a view whose parts are
+        # all frozen already (the built-in rulesets make them so) is the policy's own snapshot as
+        # it is, told by one check at C speed; any other is copied over frozen parts.
+        if not self.snapshots or KEPT.issuperset(map(type, view.values())):
             return view, reward
-        return _snapshot(view), reward
-
-
-def _snapshot(view: dict[str, Any], _kept: frozenset = KEPT) -> dict[str, Any]:
-    """The observation a policy gets of a ruleset's view. `Ruleset.observe` makes a new
-    top-level dict at every call, so a view whose parts are all frozen already (the built-in
-    rulesets make them so) is the policy's own as it is, told by one check at C speed; any
-    other is copied over frozen parts."""
-    if _kept.issuperset(map(type, view.values())):
-        return view
-    return frozen_view(view)
+        return frozen_view(view), reward
 
 
 def _printable(action: Any) -> Any:

@@ -29,6 +29,10 @@ from schemashift.policies.oracle import Oracle
 from schemashift.rollout.runner import Cell
 
 Message = dict[str, Any]
+#: the share of a supervised run spent warming up the learning rate: proportional, so that a short
+#: warm start leaves its warmup (a fixed 10 steps held a 2-step run at a fifth of its rate); a
+#: sixtieth keeps the tiny model's 600 steps at the 10 warmup steps it was measured with
+WARMUP_RATIO = 1 / 60
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -151,6 +155,15 @@ def to_training_device(model: Any, device: str | None = None) -> Any:
     return target
 
 
+def lr_factor(step: int, steps: int, warmup_ratio: float = WARMUP_RATIO) -> float:
+    """The learning rate's multiplier at `step` of `steps`: linear warmup over `warmup_ratio` of
+    the run (at least one step), then cosine decay to a tenth."""
+    warmup = max(1, round(warmup_ratio * steps))
+    if step < warmup:
+        return (step + 1) / warmup
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+
+
 def train_loop(
     model: Any,
     examples: Sequence[tuple[list[int], list[int]]],
@@ -159,12 +172,13 @@ def train_loop(
     lr: float,
     seed: int = 0,
     max_seconds: float | None = None,
-    warmup: int = 10,
+    warmup_ratio: float = WARMUP_RATIO,
     log: Callable[[str], None] | None = None,
     device: str | None = None,
 ) -> SftResult:
-    """Plain AdamW over single conversations (warmup, cosine decay, clipping at 1.0), on
-    `device` (default: the GPU where there is one), wherever the model was loaded."""
+    """Plain AdamW over single conversations (linear warmup over `warmup_ratio` of the steps,
+    cosine decay, clipping at 1.0), on `device` (default: the GPU where there is one), wherever
+    the model was loaded."""
     import torch
 
     if steps < 1 or not examples:
@@ -174,13 +188,7 @@ def train_loop(
     device = to_training_device(model, device)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
-
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, steps, warmup_ratio))
     model.train()
     started = time.perf_counter()
     losses: list[float] = []

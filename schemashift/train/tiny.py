@@ -3,7 +3,7 @@
 No weights can be downloaded in tests or CI, and a randomly initialised model never emits a
 parseable action, which would make every model test vacuous. So: a byte-level BPE tokenizer
 trained on the rendered oracle conversations, a Qwen2-shaped model with a Qwen2.5-style chat
-template (`<|im_start|>role ... <|im_end|>`, with Qwen2.5's tool-calling branches, so that the
+template with tools (`policies.llm.templates.CHATML_TOOLS`, so that the
 `tools` harness drives it through the template's own tool format), random weights from a fixed
 seed, then a short supervised pass (`train.sft`) on those conversations, capped in wall time. The result loads
 with `hf:DIR` like any Hugging Face checkpoint.
@@ -21,46 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import schemashift
+from schemashift.policies.llm.templates import CHATML_TOOLS
 
-#: Qwen2.5's chat template, tool-calling branches included: function definitions in the system
-#: turn, a model's calls as `<tool_call>` blocks, tool results as `<tool_response>` blocks of a
-#: user turn (the `tools` harness, `policies.llm.format.ToolConversation`)
-CHAT_TEMPLATE = (
-    "{%- if tools %}"
-    "{{- '<|im_start|>system\\n' }}"
-    "{%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] }}"
-    "{%- else %}{{- 'You are a helpful assistant.' }}{%- endif %}"
-    "{{- '\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\n"
-    "You are provided with function signatures within <tools></tools> XML tags:\\n<tools>' }}"
-    "{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}"
-    "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and "
-    "arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n"
-    '{"name": <function-name>, "arguments": <args-json-object>}\\n</tool_call><|im_end|>\\n\' }}'
-    "{%- elif messages[0]['role'] == 'system' %}"
-    "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
-    "{%- else %}"
-    "{{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}"
-    "{%- endif %}"
-    "{%- for message in messages %}"
-    "{%- if message['role'] == 'tool' %}"
-    "{%- if loop.first or messages[loop.index0 - 1]['role'] != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}"
-    "{{- '\\n<tool_response>\\n' + message['content'] + '\\n</tool_response>' }}"
-    "{%- if loop.last or messages[loop.index0 + 1]['role'] != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}"
-    "{%- elif message['role'] == 'assistant' and message['tool_calls'] %}"
-    "{{- '<|im_start|>assistant' }}"
-    "{%- if message['content'] %}{{- '\\n' + message['content'] }}{%- endif %}"
-    "{%- for call in message['tool_calls'] %}"
-    "{%- if call['function'] is defined %}{%- set call = call['function'] %}{%- endif %}"
-    "{{- '\\n<tool_call>\\n{\"name\": \"' + call['name'] + '\", \"arguments\": ' }}"
-    "{{- call['arguments'] | tojson }}{{- '}\\n</tool_call>' }}"
-    "{%- endfor %}"
-    "{{- '<|im_end|>\\n' }}"
-    "{%- elif not (message['role'] == 'system' and loop.first) %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{%- endif %}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-)
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 TINY_SHAPE = {
     "hidden_size": 64,
@@ -101,7 +63,14 @@ def training_seeds(rulesets: Iterable[str]) -> dict[str, list[int]]:
 DEFAULTS = {"vocab_size": 2048, "steps": 600, "lr": 5e-3, "max_seconds": 600.0, "seed": 0, "threads": 1}
 
 #: the code a tiny model depends on; its digest keys cached builds
-_SOURCES = ("train/tiny.py", "train/sft.py", "policies/llm/format.py", "policies/oracle.py", "env")
+_SOURCES = (
+    "train/tiny.py",
+    "train/sft.py",
+    "policies/llm/format.py",
+    "policies/llm/templates.py",
+    "policies/oracle.py",
+    "env",
+)
 
 
 def code_digest() -> str:
@@ -145,7 +114,7 @@ def build_tokenizer(texts: list[str], vocab_size: int) -> Any:
         pad_token="<|endoftext|>",
         clean_up_tokenization_spaces=False,
     )
-    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.chat_template = CHATML_TOOLS
     return tokenizer
 
 
@@ -192,7 +161,7 @@ def _build(
     seeds = training_seeds(rulesets)
     conversations = oracle_conversations(rulesets, seeds, curriculum)
 
-    texts = [CHAT_TEMPLATE] + [m["content"] for messages in conversations for m in messages]
+    texts = [CHATML_TOOLS] + [m["content"] for messages in conversations for m in messages]
     # Train with the tokenizer exactly as it will be loaded again.
     with tempfile.TemporaryDirectory() as scratch:
         build_tokenizer(texts, DEFAULTS["vocab_size"]).save_pretrained(scratch)

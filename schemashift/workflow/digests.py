@@ -63,6 +63,7 @@ def jobs() -> dict[str, Job]:
         **{f"cells/{name}": Job("run", plays=(module,)) for name, module in builtin.items()},
         "eval": Job("eval", plays=models),
         "tiny_model": Job("tiny_model"),
+        "pretrained_model": Job("pretrained_model"),
         "train": Job("train"),
         "aggregate": Job("aggregate"),
         "tables": Job("report", skip=(f"{PACKAGE}.report.figures", f"{PACKAGE}.report.html", DASHBOARD)),

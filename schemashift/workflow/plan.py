@@ -295,9 +295,9 @@ class Plan:
         """Name -> recipe of every model the workflow builds (`models.<name>.build`)."""
         return {name: m["build"] for name, m in (self.config.get("models") or {}).items() if m.get("build")}
 
-    def built_model_pattern(self, recipe: str) -> str:
-        """A wildcard pattern matching the names of the models built by `recipe` (none: nothing)."""
-        names = [re.escape(name) for name, made in self.built_models().items() if made == recipe]
+    def built_model_pattern(self, *recipes: str) -> str:
+        """A wildcard pattern matching the names of the models built by `recipes` (none: nothing)."""
+        names = [re.escape(name) for name, made in self.built_models().items() if made in recipes]
         return "|".join(names) or "(?!)"
 
     def built_model_name(self, base_model: str) -> str | None:

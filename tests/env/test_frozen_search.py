@@ -1,7 +1,7 @@
 """A search for a mutable part in what the Environment hands out, beyond the oracle's play.
 
 Parts of a view are built frozen where they are made, and the step hands a view out after a
-check of its top level only (`pipeline._snapshot`): a part built as a `FrozenDict` around a
+check of its top level only (`StepPipeline.step`): a part built as a `FrozenDict` around a
 plain dict or list would reach a policy writable. The snapshot tests walk the oracle's episodes;
 this one lets Hypothesis choose the play: any action type, tools and endpoints from the live
 documentation, parameters of any JSON shape (nested objects and lists where strings are wanted,

@@ -973,3 +973,30 @@ def test_drifted_documentation_is_shared_only_where_the_same_specs_were_applied(
         other = _drifted_docs(ruleset, scenario, 3, steps)
         assert other != first
         assert "attendee_list" in json.dumps(other)
+
+
+def test_a_drift_shares_its_edited_schema_and_never_edits_a_shared_one():
+    """Tools that apply the same drift share the edited schema (`Tool.edit_schema`); a further
+    drift on one of them copies it first, so neither the other tool nor the baseline changes."""
+    from schemashift.env.rulesets.legacy.tools.crm import CrmTool
+    from schemashift.env.rulesets.legacy.tools.mail import MailTool
+
+    first, second, untouched = CrmTool(), CrmTool(), CrmTool()
+    for tool in (first, second):
+        tool.apply_drift("field_rename", None, {})
+    assert first.schemas["search_contacts"] is second.schemas["search_contacts"]
+    assert "email_address" in first.schemas["search_contacts"].params
+    assert "customer_email" in untouched.schemas["search_contacts"].params
+
+    mail, other = MailTool(), MailTool()
+    for tool in (mail, other):
+        tool.apply_drift("field_rename", "list_messages", {})
+    mail.apply_drift("new_required_param", "send_message", {})
+    mail.apply_drift("new_required_param", "send_message", {})  # the edited schema, edited again
+    assert mail.schemas["send_message"].required.count("idempotency_key") == 2
+    assert "idempotency_key" not in other.schemas["send_message"].params
+    assert mail.schemas["list_messages"] is other.schemas["list_messages"]
+    fresh_mail, fresh_crm = MailTool(), CrmTool()
+    assert "idempotency_key" not in fresh_mail.schemas["send_message"].params
+    assert "messages" in fresh_mail.schemas["list_messages"].response_shape
+    assert "customer_email" in fresh_crm.schemas["search_contacts"].params

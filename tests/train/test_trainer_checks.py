@@ -66,3 +66,24 @@ def test_an_engine_longer_than_the_models_positions_is_refused(tiny_model, tmp_p
     with pytest.raises(TrainingError, match="exceeds the 4096 positions"):
         train(spec, "r", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_train_command_reads_a_json_run_config_as_json(tmp_path, monkeypatch):
+    """The workflow's run-config.json writes a rate below 1e-4 as 5e-05, a string to YAML 1.1."""
+    import json
+
+    from schemashift.cli import main
+    from schemashift.train import trainer
+
+    seen = {}
+
+    def capture(config, run_name, out, **kwargs):
+        seen.update(config["train"]["runs"][run_name]["overrides"])
+        raise TrainingError("stop here")
+
+    monkeypatch.setattr(trainer, "train", capture)
+    config = tmp_path / "run-config.json"
+    config.write_text(json.dumps(_config(learning_rate=5e-05)))
+    assert "5e-05" in config.read_text()
+    main(["train", "--config", str(config), "--run", "r", "--out", str(tmp_path / "o")])
+    assert seen["learning_rate"] == 5e-05

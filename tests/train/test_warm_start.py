@@ -59,3 +59,14 @@ def test_warm_start_trains_saves_and_reloads_the_adapter(tiny_model, tmp_path):
         "a resume reuses the saved adapter"
     )
     assert any(p.requires_grad for name, p in again.named_parameters() if "lora_" in name)
+
+
+def test_the_warmup_is_a_share_of_the_run_not_a_fixed_count():
+    """A 2-step warm start trains at its full rate from its first step (a fixed 10-step warmup
+    held it at a fifth), and the tiny model's 600 steps keep the 10 warmup steps they had."""
+    from schemashift.train.sft import lr_factor
+
+    assert [lr_factor(step, 2) for step in range(2)] == [1.0, 1.0]
+    assert [lr_factor(step, 600) for step in (0, 9, 10)] == [0.1, 1.0, 1.0]
+    assert lr_factor(599, 600) == pytest.approx(0.1, abs=1e-4)
+    assert lr_factor(0, 40) == 1.0 and lr_factor(0, 300) == 0.2

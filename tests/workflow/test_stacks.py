@@ -136,7 +136,12 @@ def test_each_rule_with_an_image_runs_its_jobs_in_it_and_in_its_stack():
         conda = re.search(r"^    conda:\n        (.+)$", block, re.M)
         expected = 'conda_env("model")' if role == "model" else '"../../envs/runtime.yaml"'
         assert conda and conda[1] == expected, (rule, conda and conda[1])
-    assert {rule for rule, role in declared.items() if role == "model"} == {"train", "evaluate", "tiny_model"}
+    assert {rule for rule, role in declared.items() if role == "model"} == {
+        "train",
+        "evaluate",
+        "tiny_model",
+        "pretrained_model",
+    }
     assert {"baseline", "aggregate", "tables", "figures", "report_html"} <= set(declared)
 
 

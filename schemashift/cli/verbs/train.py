@@ -33,6 +33,8 @@ def writes(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    import json
+
     import yaml
 
     from schemashift import provenance
@@ -43,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         with open(args.config, encoding="utf-8") as handle:
-            config = yaml.safe_load(handle) or {}
+            # a run's config slice is JSON (rule train_config), where a rate below 1e-4 is written
+            # as 5e-05, which YAML 1.1 reads as a string (torch then refuses the learning rate)
+            config = (json.load(handle) if args.config.endswith(".json") else yaml.safe_load(handle)) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError, RecursionError) as exc:
         # ValueError: an integer beyond Python's digit limit; RecursionError: nesting
         raise CliError(f"cannot read config {args.config}: {type(exc).__name__}: {exc}") from None

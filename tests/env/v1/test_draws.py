@@ -23,6 +23,7 @@ CALLS = st.one_of(
     ),
     st.tuples(st.just("random")),
     st.tuples(st.just("sample"), st.integers(1, 30)),
+    st.tuples(st.just("sample_list"), st.integers(0, 25), st.integers(0, 7), st.booleans()),
 )
 
 
@@ -35,6 +36,13 @@ def _draw(rng: random.Random, call: tuple):
         return rng.randint(low, low + span)
     if name == "sample":
         return rng.sample(range(40), args[0])
+    if name == "sample_list":  # short lists and tuples, as tasks sample them (k may exceed n)
+        n, k, as_tuple = args
+        population = tuple(range(n)) if as_tuple else [f"item{i}" for i in range(n)]
+        try:
+            return rng.sample(population, k)
+        except ValueError as exc:
+            return type(exc)
     return rng.random()
 
 

@@ -189,11 +189,12 @@ class LegacyRuleset(Ruleset):
         return response, f"{verb} {action.tool}.{action.endpoint}: status={response['status']}"
 
     def inspect(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
-        """Answer an inspection with the live schema of the tool."""
-        tool = ep.tools.get(action.tool) if action.present else None
-        if tool is None:
+        """Answer an inspection with the live schema of the tool: its entry of the documentation,
+        which episodes with the same drifts share (so it is not rebuilt in every episode)."""
+        if not action.present or action.tool not in ep.tools:
             return fail(404, "Tool unavailable for inspection."), "Inspect target missing."
-        return ok({"schema": tool.schema_view()}), f"Inspected {action.tool} schema."
+        docs = ep.docs if ep.docs is not None else self.documentation(ep)
+        return ok(FrozenDict(schema=docs[action.tool])), f"Inspected {action.tool} schema."
 
     def report(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
         if not action.present:
@@ -267,8 +268,9 @@ class LegacyRuleset(Ruleset):
         completion, all_met = cached
         drift_detection, adaptation = extra["drift_tally"].scores_after(ep, action, response)
         task = ep.task
-        efficiency = 0.5 * max(0.0, 1.0 - ep.step / task.max_steps) + 0.5 * (
-            ep.tokens_remaining / max(1, task.token_budget)
+        steps_left = 1.0 - ep.step / task.max_steps  # `max(0.0, ...)` in the spec, without the call
+        efficiency = 0.5 * (steps_left if steps_left > 0.0 else 0.0) + 0.5 * (
+            ep.tokens_remaining / (task.token_budget if task.token_budget > 1 else 1)
         )
         weighted = weighted_rubric(completion, drift_detection, adaptation, efficiency)
         catastrophe = self.catastrophe(ep)

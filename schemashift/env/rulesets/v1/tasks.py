@@ -203,7 +203,11 @@ def draw_drifts(
     taken: dict[tuple[str, str | None], list[str]] = {(tool, endpoint): [kind]}
     wanted = rng.choice(_PLAN_SIZES[tier == "easy"])
     while len(plan) < wanted:
-        open_targets = [(kind, t) for kind, t in pairs if _compatible(kind, taken.get((t[0], t[1]), []))]
+        open_targets = [
+            (kind, t)
+            for kind, t in pairs
+            if (t[0], t[1]) not in taken or _compatible(kind, taken[t[0], t[1]])
+        ]
         if not open_targets:
             break
         kind, (tool, endpoint, variants, count) = rng.choice(open_targets)

@@ -7,7 +7,7 @@ serialised schema view, so the view is rebuilt only when something changed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from schemashift.env.frozen import FrozenDict, FrozenList, freeze
@@ -17,8 +17,11 @@ Handler = Callable[[dict[str, Any]], Response]
 
 
 def ok(body: dict[str, Any]) -> Response:
-    """A success, frozen where it is made (the body may hold world records: it is copied)."""
-    return FrozenDict(ok=True, status=200, body=freeze(body), error=None)
+    """A success, frozen where it is made: a body a handler built frozen is kept, any other (it
+    may hold world records) is copied."""
+    if type(body) is not FrozenDict:
+        body = freeze(body)
+    return FrozenDict(ok=True, status=200, body=body, error=None)
 
 
 def fail(status: int, error: str) -> Response:
@@ -48,9 +51,13 @@ class UnsupportedDrift(ValueError):
 
 
 class EndpointSchema:
-    """One endpoint's contract: parameter types, required parameters, response and error codes."""
+    """One endpoint's contract: parameter types, required parameters, response and error codes.
 
-    __slots__ = ("name", "params", "required", "response_shape", "error_codes")
+    A `shared` schema (a class's baseline, or the result of an edit of one, `Tool.edit_schema`) may
+    be held by many tools at once and is never mutated.
+    """
+
+    __slots__ = ("name", "params", "required", "response_shape", "error_codes", "shared")
 
     def __init__(
         self,
@@ -65,6 +72,7 @@ class EndpointSchema:
         self.required = required
         self.response_shape = response_shape
         self.error_codes = error_codes
+        self.shared = False
 
     def copy(self, name: str | None = None) -> EndpointSchema:
         return EndpointSchema(
@@ -102,6 +110,8 @@ class Tool:
         templates = _TEMPLATES.get(cls)
         if templates is None:
             templates = _TEMPLATES[cls] = {s.name: s for s in self.baseline_schemas()}
+            for schema in templates.values():
+                schema.shared = True
             _BASELINE_VIEWS[cls] = FrozenDict({name: s.frozen() for name, s in templates.items()})
         self._templates = templates
         # Copy-on-write: endpoints share the class's baseline schemas until drift changes them.
@@ -193,12 +203,21 @@ class Tool:
         return view
 
     # -- helpers for drift handlers ----------------------------------------------------------------
-    def writable(self, endpoint: str) -> EndpointSchema:
-        """The endpoint's schema, made private to this tool so a drift handler may mutate it."""
+    def edit_schema(self, endpoint: str, key: Hashable, edit: Callable[[EndpointSchema], None]) -> None:
+        """Apply `edit` to the endpoint's schema. `edit` depends on nothing but the schema and `key`,
+        which names it; so the edit of a shared schema (every episode with the drift makes it) is
+        made once, on a copy, and that result is shared in turn."""
         schema = self.schemas[endpoint]
-        if schema is self._templates.get(endpoint):
-            schema = self.schemas[endpoint] = schema.copy()
-        return schema
+        if not schema.shared:
+            edit(schema)
+            return
+        edited = _EDITED.get((schema, key))
+        if edited is None:
+            edited = schema.copy()
+            edit(edited)
+            edited.shared = True
+            _EDITED[(schema, key)] = edited
+        self.schemas[endpoint] = edited
 
     def remove_endpoint(self, endpoint: str) -> None:
         self.schemas.pop(endpoint, None)
@@ -223,4 +242,6 @@ class Tool:
 _TEMPLATES: dict[type[Tool], dict[str, EndpointSchema]] = {}
 _BASELINE_VIEWS: dict[type[Tool], dict[str, dict[str, Any]]] = {}
 _HANDLER_TABLES: dict[type[Tool], dict[str, Callable[[Tool, dict[str, Any]], Response]]] = {}
+#: (a shared schema, the key of an edit) -> the shared result of that edit (`Tool.edit_schema`)
+_EDITED: dict[tuple[EndpointSchema, Hashable], EndpointSchema] = {}
 _DRIFT_TABLES: dict[type[Tool], dict[tuple[str, str | None], Callable[[Tool, dict[str, Any]], None]]] = {}

@@ -126,13 +126,14 @@ class CalendarTool(Tool):
 
     # -- drift -----------------------------------------------------------------------------------
     def _rename_attendees(self, details: dict[str, Any]) -> None:
-        schema = self.writable("create_event")
         old, new = details.get("from", "attendees"), details.get("to", "participants")
-        kind = schema.params.pop(old, "list")
-        schema.params[new] = kind
-        schema.required = [new if p == old else p for p in schema.required]
-        shape_kind = schema.response_shape.pop(old, "list")
-        schema.response_shape[new] = shape_kind
+
+        def rename(schema: EndpointSchema) -> None:
+            schema.params[new] = schema.params.pop(old, "list")
+            schema.required = [new if p == old else p for p in schema.required]
+            schema.response_shape[new] = schema.response_shape.pop(old, "list")
+
+        self.edit_schema("create_event", ("rename", old, new), rename)
 
     def _remove_delete(self, details: dict[str, Any]) -> None:
         self.remove_endpoint("delete_event")

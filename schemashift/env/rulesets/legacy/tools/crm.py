@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from schemashift.env.frozen import FrozenDict, FrozenList, freeze
 from schemashift.env.rulesets.legacy.tools.base import (
     EndpointSchema,
     Response,
@@ -102,11 +103,12 @@ class CrmTool(Tool):
         return Tool.call(self, endpoint, params)
 
     # -- representation ------------------------------------------------------------------------
-    def _project(self, contact: dict[str, Any]) -> dict[str, Any]:
-        out = dict(contact)
-        if self.email_renamed and STORED_EMAIL in out:
-            out[RENAMED_EMAIL] = out.pop(STORED_EMAIL)
-        return out
+    def _project(self, contact: dict[str, Any]) -> FrozenDict:
+        """A contact as responses show it, frozen (its values may be world data: they are copied)."""
+        if self.email_renamed and STORED_EMAIL in contact:
+            contact = dict(contact)
+            contact[RENAMED_EMAIL] = contact.pop(STORED_EMAIL)
+        return freeze(contact)
 
     def _find(self, params: dict[str, Any]) -> dict[str, Any]:
         return find_record(self.contacts, "contact_id", params.get("contact_id"), "contact")
@@ -126,7 +128,7 @@ class CrmTool(Tool):
                 if (email_lc is not None and str(c.get(STORED_EMAIL, "")).lower() == email_lc)
                 or (name_lc is not None and name_lc in str(c.get("name", "")).lower())
             ]
-        return ok({"contacts": [self._project(c) for c in hits], "total": len(hits)})
+        return ok(FrozenDict(contacts=FrozenList([self._project(c) for c in hits]), total=len(hits)))
 
     def get_contact(self, params: dict[str, Any]) -> Response:
         contact = self._find(params)
@@ -157,7 +159,7 @@ class CrmTool(Tool):
     def _rename_email(self, details: dict[str, Any]) -> None:
         for endpoint in _CONTACT_ENDPOINTS:
             if endpoint in self.schemas:
-                _rename_field(self.writable(endpoint), STORED_EMAIL, RENAMED_EMAIL)
+                self.edit_schema(endpoint, RENAMED_EMAIL, _rename_email_field)
 
     def _tighten_rate_limit(self, details: dict[str, Any]) -> None:
         self.rate_limit_active = True
@@ -179,3 +181,7 @@ def _rename_field(schema: EndpointSchema, old: str, new: str) -> None:
     schema.required = [new if p == old else p for p in schema.required]
     if old in schema.response_shape:
         schema.response_shape[new] = schema.response_shape.pop(old)
+
+
+def _rename_email_field(schema: EndpointSchema) -> None:
+    _rename_field(schema, STORED_EMAIL, RENAMED_EMAIL)

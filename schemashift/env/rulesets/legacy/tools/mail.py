@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from schemashift.env.frozen import FrozenDict
 from schemashift.env.rulesets.legacy.tools.base import (
     EndpointSchema,
     Response,
@@ -72,7 +73,7 @@ class MailTool(Tool):
     def send_message(self, params: dict[str, Any]) -> Response:
         message_id = f"msg_{len(self.sent_messages) + len(self.mailbox) + 1}"
         self.sent_messages.append({"id": message_id, **params})
-        return ok({"message_id": message_id, "sent_at": SENT_AT})
+        return ok(FrozenDict(message_id=message_id, sent_at=SENT_AT))
 
     def get_message(self, params: dict[str, Any]) -> Response:
         wanted = params.get("message_id")
@@ -83,7 +84,7 @@ class MailTool(Tool):
 
     # -- drift -----------------------------------------------------------------------------------
     def _rename_list_fields(self, details: dict[str, Any]) -> None:
-        self.writable("list_messages").response_shape = {"items": "list", "next_cursor": "str"}
+        self.edit_schema("list_messages", "cursor_paging", _page_by_cursor)
 
     def _deprecate_send(self, details: dict[str, Any]) -> None:
         replacement = details.get("replacement", "messages.send")
@@ -93,6 +94,13 @@ class MailTool(Tool):
     def _require_idempotency_key(self, details: dict[str, Any]) -> None:
         if "send_message" not in self.schemas:
             raise UnsupportedDrift("mail.send_message is deprecated; cannot add a required param to it")
-        schema = self.writable("send_message")
-        schema.params["idempotency_key"] = "str"
-        schema.required.append("idempotency_key")
+        self.edit_schema("send_message", "idempotency_key", _add_idempotency_key)
+
+
+def _page_by_cursor(schema: EndpointSchema) -> None:
+    schema.response_shape = {"items": "list", "next_cursor": "str"}
+
+
+def _add_idempotency_key(schema: EndpointSchema) -> None:
+    schema.params["idempotency_key"] = "str"
+    schema.required.append("idempotency_key")
