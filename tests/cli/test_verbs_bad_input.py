@@ -194,6 +194,12 @@ def cases(bad: dict[str, Path], tmp: Path) -> dict[str, list[list[str]]]:
             ["--model", "m", "--out", out, "--scenarios", "nope"],
         ],
         "tiny-model": [["--out", out, "--steps", "0"]],
+        "pretrained-model": [
+            ["--recipe", "nope", "--out", out],
+            ["--recipe", "smollm2-135m"],
+            ["--recipe", "smollm2-135m", "--out", out, "--offline", "--wheelhouse", str(tmp / "no_wheels")],
+            ["--recipe", "smollm2-135m", "--fetch-only", "--offline", "--wheelhouse", str(bad["dir"])],
+        ],
         "validate": [
             [a_file],
             [str(tmp / "nowhere")],

