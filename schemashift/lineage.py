@@ -26,6 +26,9 @@ from typing import Any
 CHECKPOINT_MANIFEST = "manifest.json"
 #: the version of a checkpoint manifest's layout (written by `train.checkpoints.write_manifest`)
 MANIFEST_VERSION = 1
+#: the run's warm-started adapter (`<run dir>/sft-adapter/`): GRPO's starting point, its step 0,
+#: with a checkpoint manifest of step 0 so that its evaluation rows name the run
+WARM_START = "sft-adapter"
 RUN_INDEX = "run.json"
 RUN_INDEX_VERSION = 1
 GO_NO_GO_FILE = "go_no_go.json"

@@ -10,7 +10,8 @@ Subjects are what was evaluated: rule baselines (`rule`), model baselines such a
 Training runs come from their run index (`run.json`, which the aggregate copies into the
 manifest's `training` section): base model, checkpoints, the step the report calls trained.
 A run configured but never trained comes from its config entry, resolved as the trainer would,
-so its checkpoints read missing. A run's step 0 is the `base` subject `hf:<its base model>`.
+so its checkpoints read missing. A run's step 0 is its warm start where it has one (the run's
+rows of step 0), else the `base` subject `hf:<its base model>`.
 """
 
 from __future__ import annotations
@@ -326,7 +327,7 @@ class Analysis:
                 return f"training run {runs[0].name} has not trained yet (no run index)"
         if kind == "checkpoint" and runs:
             run, step = runs[0], int(subject.rpartition("@step-")[2])
-            if step not in run.saved:
+            if step and step not in run.saved:
                 last = f"its last saved checkpoint is step {run.saved[-1]}" if run.saved else "none saved"
                 return f"checkpoint not saved yet ({run.name}: {last})"
         return "no results: its evaluation has not run or failed (see results/logs)"
@@ -471,10 +472,17 @@ class Analysis:
         label = f"hf:{run.base_model}"
         return label if self.kinds.get(label) == "base" else None
 
+    def start_subject(self, run: TrainingRun) -> str | None:
+        """A run's step 0 on its learning curve: its warm start (the run's rows of step 0,
+        evaluated or expected: `workflow.Plan.evaluated_steps`), the point GRPO starts from,
+        where it has one; else its base model's evaluation (`base_subject`)."""
+        warm = run.label(0)
+        return warm if self.kinds.get(warm) == "checkpoint" else self.base_subject(run)
+
     def checkpoints(self, run: TrainingRun) -> list[tuple[int, str | None]]:
-        """(step, subject) of every point of a run's learning curve: step 0 (its base model's
-        evaluation) and each checkpoint, whose subject is the rows of (run, step)."""
-        return [(0, self.base_subject(run)), *((step, run.label(step)) for step in run.steps)]
+        """(step, subject) of every point of a run's learning curve: step 0 (`start_subject`) and
+        each checkpoint, whose subject is the rows of (run, step)."""
+        return [(0, self.start_subject(run)), *((step, run.label(step)) for step in run.steps)]
 
     def model_entry(self, subject: str) -> Mapping[str, Any] | None:
         """The `models` entry of a subject's model (a checkpoint's: its run's base model), or None."""

@@ -30,8 +30,8 @@ def _training(a: Analysis) -> Iterator[Key]:
     for run in a.runs.values():
         base = a.base_subject(run)
         for ruleset in a.run_rulesets(run):
-            for step, subject in a.checkpoints(run):
-                if step and subject and base:
+            for _, subject in a.checkpoints(run):
+                if subject and base and subject != base:
                     yield from ((ruleset, subject, base, m, OVERALL) for m in HEADLINE)
 
 

@@ -150,10 +150,10 @@ def dimension(run: TrainingRun, ruleset: str, harness: str) -> str:
 
 
 def run_evaluations(a: Analysis, run: TrainingRun) -> dict[int, dict[str, Any]]:
-    """The eval_* metrics of every point of a run's learning curve (step 0: its base model) on
-    every ruleset and through every harness it was played (`Analysis.harnesses`: the subjects
-    that ran), each set under its `dimension`; savings against step 0 of the same ruleset and
-    harness."""
+    """The eval_* metrics of every point of a run's learning curve (step 0: its warm start, else
+    its base model) on every ruleset and through every harness it was played
+    (`Analysis.harnesses`: the subjects that ran), each set under its `dimension`; savings
+    against step 0 of the same ruleset and harness."""
     out: dict[int, dict[str, Any]] = {}
     for ruleset in a.rulesets:
         models = a.harnesses(ruleset)

@@ -91,7 +91,7 @@ def write(a: Analysis, out_dir: str | Path) -> list[dict[str, Any]]:
             "learning_curves",
             lambda: learning_figure(a, list(a.runs)),
             "Learning curves: overall score and success rate of each training run's checkpoints; step 0 is "
-            "the "
+            "the run's warm start where it has one, else the "
             f"untrained base model (one shared evaluation). Bands: {LEVEL:.0%} intervals over the seeds "
             "(scenarios fixed), none where no variation was observed; hollow markers are provisional "
             "(incomplete coverage).",
@@ -389,7 +389,7 @@ def learning_figure(a: Analysis, run_names: Sequence[str], title: str = "Learnin
             recalled = [run.name for run in runs if a.trained_on(ruleset, run.trained_subject)]
             mark = f"\n{TRAINED_ON}: {', '.join(recalled)}" if recalled else ""
             ax.set_title(f"{ruleset}: {name}{mark}", fontsize=11)
-            ax.set_xlabel("\n".join(["checkpoint step (0 = untrained base)", *same]))
+            ax.set_xlabel("\n".join(["checkpoint step (0: the warm start, else the untrained base)", *same]))
             ax.set_ylabel(f"{name} (overall)")
             ax.set_ylim(-0.02, max(1.02, ax.get_ylim()[1]))
     handles = [

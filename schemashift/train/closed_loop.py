@@ -40,6 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemashift.policies.llm.decoding import CachedDecoder
 from schemashift.policies.llm.format import template_request
 from schemashift.policies.llm.turn_end import end_of_turn_ids
 from schemashift.rollout.runner import SweepContext
@@ -182,43 +183,26 @@ class ClosedLoopRollout:
         play.logprobs += [0.0] * len(ids)
         play.rendered = rendered
 
-    def generation_config(self) -> Any:
-        """The transformers generation settings of a turn: `sampling_settings` with every other
-        logits processor set to its neutral value, so none is filled in from the model's own
-        generation config (transformers fills the fields left None from it)."""
-        from transformers import GenerationConfig
-
+    def decoder(self, model: Any) -> CachedDecoder:
+        """Evaluation's decoder over `model`, sampling as `sampling_settings` says: the
+        temperature alone (the model's own generation config is not read)."""
         sampling = sampling_settings(self.temperature)
-        sampled = sampling["temperature"] > 0
-        return GenerationConfig(
+        return CachedDecoder(
+            model,
+            stop_ids=sorted(self._stop_ids),
             max_new_tokens=self.max_turn_tokens,
-            do_sample=sampled,
-            temperature=sampling["temperature"] if sampled else 1.0,
+            temperature=sampling["temperature"],
             top_p=sampling["top_p"],
-            top_k=sampling["top_k"],
-            min_p=sampling["min_p"],
-            repetition_penalty=sampling["repetition_penalty"],
-            typical_p=1.0,
-            epsilon_cutoff=0.0,
-            eta_cutoff=0.0,
-            no_repeat_ngram_size=0,
-            encoder_repetition_penalty=1.0,
-            encoder_no_repeat_ngram_size=0,
-            min_new_tokens=0,
-            suppress_tokens=[],
-            begin_suppress_tokens=[],
-            renormalize_logits=False,
-            num_beams=1,
-            eos_token_id=sorted(self._stop_ids),
-            pad_token_id=self.tokenizer.pad_token_id,
         )
 
     def _generate(
-        self, model: Any, sequences: list[list[int]]
+        self, decoder: Any, plays: list[_Play]
     ) -> tuple[list[list[int]], list[list[float | None]] | None]:
         """One turn for every running episode, with the sampled tokens' log-probabilities where
         the engine gives them: vLLM's engine where the trainer has one (its
-        `max_completion_length` is the per-turn limit), else the model's own `generate`."""
+        `max_completion_length` is the per-turn limit), else evaluation's cached decoder over the
+        trained model, which keeps each episode's keys and values from turn to turn."""
+        sequences = [play.context() for play in plays]
         if self._vllm is not None:
             _, completions, logprobs, _ = self._vllm.generate(
                 prompts=sequences, images=None, num_generations=1
@@ -230,17 +214,16 @@ class ClosedLoopRollout:
             ]
         import torch
 
-        pad = self.tokenizer.pad_token_id
-        width = max(len(sequence) for sequence in sequences)
-        input_ids = torch.tensor([[pad] * (width - len(s)) + s for s in sequences], device=model.device)
-        attention = torch.tensor(
-            [[0] * (width - len(s)) + [1] * len(s) for s in sequences], device=model.device
-        )
-        with torch.no_grad():
-            output = model.generate(
-                input_ids=input_ids, attention_mask=attention, generation_config=self.generation_config()
-            )
-        return [self._cut(row) for row in output[:, width:].tolist()], None
+        generators = None
+        if decoder.temperature > 0:
+            # drawn from torch's global stream, which the trainer's seed fixes
+            generators = []
+            for _ in plays:
+                generator = torch.Generator(device=decoder.device)
+                generator.manual_seed(int(torch.randint(2**62, ()).item()))
+                generators.append(generator)
+        output = decoder.decode(sequences, generators, sessions=[id(play) for play in plays])
+        return [self._cut(row) for row in output], None
 
     def _cut(self, row: list[int]) -> list[int]:
         """The turn up to and including its first stop token."""
@@ -248,13 +231,17 @@ class ClosedLoopRollout:
         return row[:cut][: self.max_turn_tokens]
 
     def play(self, model: Any, prompts: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        """Play one episode per prompt in lockstep; the rollout_func result for TRL."""
+        """Play one episode per prompt in lockstep; the rollout_func result for TRL.
+
+        The decoder lives for this call only: its caches hold keys and values of the weights the
+        call generates with, and the trainer changes them between calls."""
         plays = [self._open(prompt) for prompt in prompts]
+        decoder = None if model is None else self.decoder(model)
         while True:
             running = [p for p in plays if p.loop.running]
             if not running:
                 break
-            generated, logprobs = self._generate(model, [p.context() for p in running])
+            generated, logprobs = self._generate(decoder, running)
             for i, (play, tokens) in enumerate(zip(running, generated, strict=True)):
                 self._step(play, tokens, None if logprobs is None else logprobs[i])
         outcomes, ended = [], []

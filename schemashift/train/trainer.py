@@ -22,7 +22,9 @@ from typing import Any
 
 from schemashift import provenance
 from schemashift.lineage import (
+    CHECKPOINT_MANIFEST,
     RUN_INDEX,
+    WARM_START,
     chat_template_sha256,
     prompt_budget,
     read_checkpoint_manifest,
@@ -224,7 +226,7 @@ def _warm_start(model: Any, tokenizer: Any, run: TrainRun, peft_config: Any, out
     from schemashift.train.dataset import training_seeds
     from schemashift.train.sft import encode_conversation, oracle_conversations, seen_tasks, train_loop
 
-    saved = out / "sft-adapter"
+    saved = out / WARM_START
     if (saved / "adapter_config.json").is_file():
         return PeftModel.from_pretrained(model, saved, is_trainable=True)
     model = seeded(get_peft_model, run["seed"])(model, peft_config)
@@ -366,6 +368,10 @@ def train(
     }
     declared = grpo_kwargs(run, str(out), use_cpu=use_cpu, use_vllm=stack == "vllm")
     args = GRPOConfig(**declared)
+    warm_start = out / WARM_START
+    if (warm_start / "adapter_config.json").is_file() and not (warm_start / CHECKPOINT_MANIFEST).is_file():
+        # the warm start is evaluated as the run's step 0 (`workflow.Plan`): its rows name the run
+        write_manifest(warm_start, 0, **facts)
     trainer = grpo_trainer(
         stack,
         model=model,

@@ -466,6 +466,20 @@ class Plan:
     def checkpoint_dir(self, run: str, step: int) -> str:
         return f"{self.results}/train/{run}/checkpoint-{step}"
 
+    def evaluated_steps(self, run: str) -> list[int]:
+        """The steps of a run that are evaluated: 0 where the run warm-starts (its warm-started
+        adapter, `lineage.WARM_START`, the point GRPO starts from), then every checkpoint."""
+        warm = [0] if self.train_run(run)["sft_steps"] > 0 else []
+        return warm + self.checkpoint_steps(run)
+
+    def step_adapter(self, run: str, step: int) -> str:
+        """The adapter folder of an evaluated step: the warm start at step 0, else the checkpoint."""
+        from schemashift.lineage import WARM_START
+
+        if step == 0:
+            return f"{self.results}/train/{run}/{WARM_START}"
+        return self.checkpoint_dir(run, step)
+
     def train_done(self, run: str) -> str:
         """The train rule's completion record; checkpoints are not outputs, so a rerun resumes."""
         return f"{self.results}/train/{run}/train.done.json"
@@ -498,10 +512,11 @@ class Plan:
             policy = f"hf:{bases[tail]}"
             return Evaluation(name, policy, Subject("base", policy, 0), waits_on=built, **budget)
         step = int(tail.removeprefix("step-"))
-        steps = self.checkpoint_steps(head)
+        steps = self.evaluated_steps(head)
         if step not in steps:
-            raise ValueError(f"train run {head!r} saves no checkpoint {step}; its checkpoints: {steps}")
-        policy = f"hf:{self.train_run(head).base_model}@{self.checkpoint_dir(head, step)}"
+            warm = " (step 0 is a run's warm start: it has none, sft_steps 0)" if step == 0 else ""
+            raise ValueError(f"train run {head!r} saves no checkpoint {step}{warm}; its checkpoints: {steps}")
+        policy = f"hf:{self.train_run(head).base_model}@{self.step_adapter(head, step)}"
         subject = Subject("checkpoint", head, step)
         return Evaluation(name, policy, subject, (self.train_done(head),), **self.run_budget(head))
 
@@ -524,7 +539,8 @@ class Plan:
         return [trained_on, *(h for h in chosen if h != trained_on)]
 
     def model_subjects(self) -> list[str]:
-        """The base models and every checkpoint of the enabled training runs, each through its
+        """The base models and every evaluated step of the enabled training runs (`evaluated_steps`:
+        the warm start and the checkpoints), each through its
         run's harnesses (`run_harnesses`; a base model through those of every run it starts)."""
         subjects = []
         for slug, model in self.base_models().items():
@@ -539,7 +555,7 @@ class Plan:
         for run in self.train_runs():
             subjects += [
                 harness_folder(f"{run}/step-{step}", h)
-                for step in self.checkpoint_steps(run)
+                for step in self.evaluated_steps(run)
                 for h in self.run_harnesses(run)
             ]
         return subjects

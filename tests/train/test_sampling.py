@@ -17,7 +17,7 @@ def _run(tiny_model):
         "ruleset": "v1",
         "split": "train",
         "reward": "v1",
-        "overrides": {"temperature": 0.8, "backend": "transformers"},
+        "overrides": {"temperature": 1.5, "backend": "transformers"},  # the tiny model is sharp
     }
     return resolve_run({"train": {"runs": {"r": spec}}}, "r")
 
@@ -50,8 +50,9 @@ def _rollout(tiny_model, run):
 
 
 def test_the_rollout_samples_from_the_temperature_scaled_model_alone(tiny_model):
-    """transformers fills every generation setting the rollout leaves unset from the model's
-    generation config; the rollout's processed scores must be the logits over the temperature."""
+    """The rollout's turn is what sampling softmax(logits / temperature) token by token from the
+    whole sequence gives with the same generator: none of the model's own settings (penalties,
+    top-k, top-p) applies, and the cached decoding computes what the full forward does."""
     import torch
 
     from schemashift.train.dataset import opening_messages
@@ -61,21 +62,26 @@ def test_the_rollout_samples_from_the_temperature_scaled_model_alone(tiny_model)
     text = tokenizer.apply_chat_template(
         opening_messages("v1", "customer_lookup", 10_000), add_generation_prompt=True, tokenize=False
     )
-    ids = torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"]])
-    torch.manual_seed(0)
-    out = model.generate(
-        input_ids=ids,
-        attention_mask=torch.ones_like(ids),
-        generation_config=rollout.generation_config(),
-        output_scores=True,
-        output_logits=True,
-        return_dict_in_generate=True,
-    )
-    assert len(out.scores) > 1
-    for scores, logits in zip(out.scores, out.logits, strict=True):
-        torch.testing.assert_close(
-            torch.log_softmax(scores, -1), torch.log_softmax(logits / run["temperature"], -1)
-        )
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    decoder = rollout.decoder(model)
+    turns = []
+    for seed in range(3):
+        generator = torch.Generator().manual_seed(seed)
+        (turn,) = decoder.decode([ids], [generator])
+        reference, sequence = [], list(ids)
+        generator = torch.Generator().manual_seed(seed)
+        with torch.inference_mode():
+            while len(reference) < rollout.max_turn_tokens:
+                logits = model(input_ids=torch.tensor([sequence])).logits[0, -1]
+                probs = torch.softmax(logits / run["temperature"], -1)
+                token = int(torch.multinomial(probs / probs.sum(), 1, generator=generator))
+                reference.append(token)
+                sequence.append(token)
+                if token in decoder.stop_ids:
+                    break
+        assert turn == reference
+        turns.append(turn)
+    assert len({tuple(turn) for turn in turns}) > 1, "three seeds sampled one turn: not sampling"
 
 
 def test_rollout_trl_and_evaluation_use_the_same_sampling_settings(tiny_model, tmp_path):
@@ -84,10 +90,12 @@ def test_rollout_trl_and_evaluation_use_the_same_sampling_settings(tiny_model, t
     from schemashift.policies.llm.local import LocalModel
 
     run = _run(tiny_model)
-    _, _, rollout = _rollout(tiny_model, run)
+    model, _, rollout = _rollout(tiny_model, run)
     sampling = sampling_kwargs(run)
-    config = rollout.generation_config()
-    assert {key: getattr(config, key) for key in sampling} == sampling
+    # the rollout's decoder applies the temperature and top-p; every other filter is off
+    decoder = rollout.decoder(model)
+    assert (decoder.temperature, decoder.top_p) == (sampling["temperature"], sampling["top_p"])
+    assert (sampling["top_k"], sampling["min_p"], sampling["repetition_penalty"]) == (0, 0.0, 1.0)
     trl_args = GRPOConfig(**grpo_kwargs(run, str(tmp_path), use_cpu=True, use_vllm=True))
     assert {key: getattr(trl_args, key) for key in sampling} == sampling
     # evaluation's engine samples from softmax(logits / temperature) with top-p and nothing else

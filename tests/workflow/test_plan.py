@@ -415,6 +415,31 @@ def test_the_default_builds_its_base_model_and_every_run_and_step_0_wait_on_it()
     }
 
 
+def test_a_warm_started_runs_step_0_is_its_warm_start_beside_the_base():
+    """config.real.yaml warm-starts: its run's step 0 is the warm-started adapter (what GRPO starts
+    from, a subject of the run waiting on the train job) and the untrained base is evaluated too;
+    a run without a warm start has no step 0 of its own."""
+    plan = Plan(with_defaults(load("config.real.yaml")), environ={})
+    folder = plan.built_model_dir("smollm2-135m")
+    assert set(plan.model_subjects()) == {
+        "base/smollm2-135m",
+        "real_v1/step-0",
+        "real_v1/step-2",
+        "real_v1/step-4",
+    }
+    warm = plan.evaluation("real_v1/step-0")
+    assert warm.policy == f"hf:{folder}@results/train/real_v1/sft-adapter"
+    assert (warm.subject, warm.waits_on) == (
+        Subject("checkpoint", "real_v1", 0, "default"),
+        (plan.train_done("real_v1"),),
+    )
+    assert Subject.of_record(warm.record_columns()) == warm.subject
+    assert plan.evaluation("real_v1/step-2").policy == f"hf:{folder}@results/train/real_v1/checkpoint-2"
+    default = Plan(with_defaults(load("config.yaml")), environ={})
+    with pytest.raises(ValueError, match="warm start: it has none"):
+        default.evaluation("run1/step-0")
+
+
 def test_the_report_config_names_a_built_model_by_its_folder():
     """The report finds a built model's warm-start tasks (`sft.json`) through its `hf:` folder, so
     a base model warm-started on the tasks it is evaluated on is labelled so (legacy replays)."""
