@@ -63,6 +63,29 @@ hardly did, so the ratio grew (by instruction counts 1.47 -> 1.59). What is left
 frozen containers built per step (the snapshot guarantee), the ruleset hooks' calls, and for v1
 building the task (`tasks.draw_drifts` scans every (kind, target) pair per extra drift).
 
+Fourth pass (issue 35; cProfile and line_profiler over 1500 fresh-seed v1 episodes, instruction
+counts under callgrind with PYTHONHASHSEED=0, 1500 episodes after 300 warm-up ones, less a run
+of none, both trees): building the task was 937k instructions of a fresh v1 episode's 3.1M
+(51k of it seeding its two generators, which no change may touch), and over half of the
+heuristic's v1 steps meet the unknown-parameter error, whose text sorted and wrote two name lists
+at every call. The rest of a step is spread over the hooks: the tool call about a quarter (mostly
+building its error answer), firing drifts, parsing, effects and reward about a tenth each. Now
+`draw_drifts` filters the open pairs after each draw instead of scanning every pair again (the same
+list in the same order, so the same draws), the error's name lists are cached, and a message or
+summary check lowers its text once instead of once per phrase. Task building 937k -> 845k
+instructions; per step, v1 with fresh seeds 205.7k -> 195.7k, legacy unchanged at 126.3k (no
+legacy code changed), so by instructions v1/legacy 1.63 -> 1.55. Side by side on the 2-core
+machine (1500 episodes, 5 repeats, before and after alternating): while a model-training job held
+one core (load average 2.8-3.1, two rounds) v1/legacy with fresh seeds in CPU time went from
+1.56-1.57 to 1.48-1.52 and original/ours from 4.11-4.28 to 4.19-4.24; on the quiet machine
+afterwards (load 0.7-0.8, three rounds and two) v1/legacy from 1.56-1.58 to 1.52-1.54 and
+original/ours from 4.18-4.24 to 4.21-4.25. So v1/legacy is just above its target of 1.5, and
+legacy is where the third pass left it, short of 5.06 (it would need a step about a sixth
+cheaper): what is left there is the hooks' own Python, about 100 function calls a step, while the
+original runs much of its work in compiled code. For v1 what is left is building the task (about
+845k instructions, a quarter of its cost: the world's draws, drift specs built as frozen
+dataclasses, the plan redrawn until an honest agent can finish) and the error answers.
+
 Absolute figures depend on the machine and its load, so the target is really a ratio to the
 original. `--original DIR` takes a checkout of the original SchemaShift repository (it needs
 pydantic v2, and httpx because its eval.py imports its HTTP client) and plays the same episode

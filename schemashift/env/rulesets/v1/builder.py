@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from schemashift.env.frozen import FrozenDict, FrozenList
-from schemashift.env.rulesets.v1.grading import has_phrase, message_text_ok
+from schemashift.env.rulesets.v1.grading import message_text_ok, summary_text_ok
 
 FIRST = (
     "Priya", "Alex", "Jordan", "Sam", "Taylor", "Morgan", "Casey", "Riley", "Avery", "Quinn",
@@ -355,10 +355,7 @@ class Builder:
             if not message_text_ok(criterion, subject, body):
                 raise Redraw(f"message criterion contradicts itself: {criterion}")
         for criterion in self.criteria:
-            if criterion["kind"] == "summary" and not (
-                all(has_phrase(summary, s) for s in criterion["has"])
-                and not any(has_phrase(summary, s) for s in criterion["lacks"])
-            ):
+            if criterion["kind"] == "summary" and not summary_text_ok(criterion, summary):
                 raise Redraw(f"summary criterion contradicts itself: {criterion}")
 
 

@@ -39,7 +39,12 @@ def _word_char(char: str) -> bool:
 def has_phrase(text: Any, phrase: str) -> bool:
     """Whether `phrase` occurs in `text` as whole words, ignoring case: the characters around the
     occurrence are not letters, digits or underscores (so "Elena Ahmed" lacks "Lena Ahmed")."""
-    haystack, needle = str(text).lower(), phrase.lower()
+    return _in_lowered(str(text).lower(), phrase)
+
+
+def _in_lowered(haystack: str, phrase: str) -> bool:
+    """`has_phrase` in text lowered already: a check of several phrases lowers its text once."""
+    needle = phrase.lower()
     if not needle:
         return True
     start = haystack.find(needle)
@@ -58,11 +63,20 @@ def message_text_ok(criterion: dict[str, Any], subject: Any, body: Any) -> bool:
     `body_has` phrase in the body, one phrase of each `body_any` group (the ways one fact may be
     written, e.g. a day) in the body, and no `lacks` phrase (a name that must not be there) in
     the subject or the body."""
+    subject, body = str(subject).lower(), str(body).lower()
     return (
-        all(has_phrase(subject, s) for s in criterion["subject_has"])
-        and all(has_phrase(body, s) for s in criterion["body_has"])
-        and all(any(has_phrase(body, s) for s in group) for group in criterion["body_any"])
-        and not any(has_phrase(subject, s) or has_phrase(body, s) for s in criterion["lacks"])
+        all(_in_lowered(subject, s) for s in criterion["subject_has"])
+        and all(_in_lowered(body, s) for s in criterion["body_has"])
+        and all(any(_in_lowered(body, s) for s in group) for group in criterion["body_any"])
+        and not any(_in_lowered(subject, s) or _in_lowered(body, s) for s in criterion["lacks"])
+    )
+
+
+def summary_text_ok(criterion: dict[str, Any], summary: Any) -> bool:
+    """A summary criterion's clauses: every `has` phrase in the summary and no `lacks` phrase."""
+    summary = str(summary).lower()
+    return all(_in_lowered(summary, s) for s in criterion["has"]) and not any(
+        _in_lowered(summary, s) for s in criterion["lacks"]
     )
 
 
@@ -103,9 +117,7 @@ def criterion_met(criterion: dict[str, Any], world: dict[str, Any], summary: str
     if kind == "summary":
         if summary is None:
             return False
-        return all(has_phrase(summary, s) for s in criterion["has"]) and not any(
-            has_phrase(summary, s) for s in criterion["lacks"]
-        )
+        return summary_text_ok(criterion, summary)
     raise ValueError(f"unknown criterion kind {kind!r}")
 
 

@@ -197,34 +197,36 @@ def draw_drifts(
     on any of the plan's calls to it. No single (tool, endpoint, kind, call) plan is then common
     (tests/env/v1/test_v1_plans.py). Held-out kinds and pairs are drawn only in the test split.
     """
-    cruxes, pairs = _drift_options(signature, split)
-    tool, endpoint, kind, variants, nth = rng.choice(cruxes)
+    tool, endpoint, kind, variants, nth, open_targets = rng.choice(_drift_options(signature, split))
     plan = [DriftSpec(tool, kind, None, endpoint, dict(rng.choice(variants)), on_call=nth)]
     taken: dict[tuple[str, str | None], list[str]] = {(tool, endpoint): [kind]}
     wanted = rng.choice(_PLAN_SIZES[tier == "easy"])
-    while len(plan) < wanted:
-        open_targets = [
-            (kind, t)
-            for kind, t in pairs
-            if (t[0], t[1]) not in taken or _compatible(kind, taken[t[0], t[1]])
-        ]
-        if not open_targets:
-            break
+    while len(plan) < wanted and open_targets:
         kind, (tool, endpoint, variants, count) = rng.choice(open_targets)
         details = dict(rng.choice(variants))
         if kind == "endpoint_deprecation":
             details["sunset_after"] = rng.randint(1, 4)
-        taken.setdefault((tool, endpoint), []).append(kind)
+        already = taken.setdefault((tool, endpoint), [])
+        already.append(kind)
         plan.append(DriftSpec(tool, kind, None, endpoint, details, on_call=rng.randint(1, count)))
+        # Only the pairs on the target just drawn can close, and a closed pair stays closed
+        # (`_compatible` only narrows as a target takes kinds): filtering the open pairs again
+        # gives the list a scan of every pair would, in the same order, so the draws are the same.
+        open_targets = [
+            (other, target)
+            for other, target in open_targets
+            if target[0] != tool or target[1] != endpoint or _compatible(other, already)
+        ]
     plan.sort(key=lambda d: (d.tool, d.endpoint or "", d.on_call, _ORDER[d.kind]))
     return tuple(plan)
 
 
 @lru_cache(maxsize=256)
 def _drift_options(signature: tuple[tuple[str, str, tuple[str, ...]], ...], split: str):
-    """What a plan of this shape can draw: the crux candidates, and every (kind, target) an extra
-    drift may take, a target being (tool, endpoint or None for a tool-wide kind, variants, how
-    many plan calls reach it); a plan's shape is its calls and the parameters they pass."""
+    """What a plan of this shape can draw: the crux candidates, each with the (kind, target) pairs
+    an extra drift may take beside it, a target being (tool, endpoint or None for a tool-wide
+    kind, variants, how many plan calls reach it); a plan's shape is its calls and the
+    parameters they pass."""
 
     def allowed(tool: str, kind: str) -> bool:
         return split == "test" or (kind not in HELD_OUT_KINDS and (tool, kind) not in HELD_OUT_PAIRS)
@@ -261,7 +263,11 @@ def _drift_options(signature: tuple[tuple[str, str, tuple[str, ...]], ...], spli
                 variants = [v for v in variants if v["param"] in passed[(tool, endpoint)]]
             if variants and allowed(tool, kind):
                 targets.setdefault(kind, []).append((tool, endpoint, variants, count))
-    return cruxes, [(kind, target) for kind in sorted(targets) for target in targets[kind]]
+    pairs = [(kind, target) for kind in sorted(targets) for target in targets[kind]]
+    return [
+        (*crux, [(kind, t) for kind, t in pairs if t[:2] != crux[:2] or _compatible(kind, [crux[2]])])
+        for crux in cruxes
+    ]
 
 
 def _param_of(kind: str, variant: dict[str, Any]) -> str:
