@@ -256,6 +256,14 @@ def _warm_start(model: Any, tokenizer: Any, run: TrainRun, peft_config: Any, out
     return model
 
 
+def mark_warm_start(out: Path, facts: dict[str, Any]) -> None:
+    """Give the run's warm start (if it has one) a checkpoint manifest of step 0: it is evaluated
+    as the run's step 0 (`workflow.Plan.evaluated_steps`), and its rows name the run."""
+    warm_start = out / WARM_START
+    if (warm_start / "adapter_config.json").is_file() and not (warm_start / CHECKPOINT_MANIFEST).is_file():
+        write_manifest(warm_start, 0, **facts)
+
+
 def adapted_model(run: TrainRun, stack: str, use_cpu: bool, out: Path) -> tuple[Any, Any]:
     """The base model with the run's LoRA adapter, ready for GRPO, and its tokenizer.
 
@@ -368,10 +376,7 @@ def train(
     }
     declared = grpo_kwargs(run, str(out), use_cpu=use_cpu, use_vllm=stack == "vllm")
     args = GRPOConfig(**declared)
-    warm_start = out / WARM_START
-    if (warm_start / "adapter_config.json").is_file() and not (warm_start / CHECKPOINT_MANIFEST).is_file():
-        # the warm start is evaluated as the run's step 0 (`workflow.Plan`): its rows name the run
-        write_manifest(warm_start, 0, **facts)
+    mark_warm_start(out, facts)
     trainer = grpo_trainer(
         stack,
         model=model,

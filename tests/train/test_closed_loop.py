@@ -22,9 +22,9 @@ class RecordingRollout(ClosedLoopRollout):
         super().__init__(*args, **kwargs)
         self.inputs: list[list[list[int]]] = []
 
-    def _generate(self, model, sequences):
-        self.inputs.append([list(sequence) for sequence in sequences])
-        return super()._generate(model, sequences)
+    def _generate(self, decoder, plays):
+        self.inputs.append([list(play.context()) for play in plays])
+        return super()._generate(decoder, plays)
 
 
 @pytest.fixture(scope="module")

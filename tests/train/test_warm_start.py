@@ -19,7 +19,9 @@ def test_warm_start_trains_saves_and_reloads_the_adapter(tiny_model, tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from schemashift.env.rulesets import get_ruleset
-    from schemashift.train.trainer import _warm_start
+    from schemashift.lineage import evaluated_identity
+    from schemashift.train.checkpoints import complete_checkpoints
+    from schemashift.train.trainer import _warm_start, mark_warm_start
 
     spec = {
         "base_model": str(tiny_model),
@@ -59,6 +61,12 @@ def test_warm_start_trains_saves_and_reloads_the_adapter(tiny_model, tmp_path):
         "a resume reuses the saved adapter"
     )
     assert any(p.requires_grad for name, p in again.named_parameters() if "lora_" in name)
+
+    # the train job marks it as the run's step 0, which its evaluation rows then name
+    assert evaluated_identity(out / "sft-adapter") == {"train_run": None, "checkpoint_step": None}
+    mark_warm_start(out, {"train_run": "r", "base_model": str(tiny_model)})
+    assert evaluated_identity(out / "sft-adapter") == {"train_run": "r", "checkpoint_step": 0}
+    assert complete_checkpoints(out) == {}, "not a GRPO checkpoint a resume would start from"
 
 
 def test_the_warmup_is_a_share_of_the_run_not_a_fixed_count():

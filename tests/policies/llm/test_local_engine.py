@@ -9,7 +9,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from schemashift.policies.llm.local import PromptTokens, _reserved_cache  # noqa: E402
+from schemashift.policies.llm.decoding import _reserved_cache  # noqa: E402
+from schemashift.policies.llm.local import PromptTokens  # noqa: E402
 from schemashift.train.sft import oracle_conversations  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
