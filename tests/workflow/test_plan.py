@@ -424,8 +424,8 @@ def test_a_warm_started_runs_step_0_is_its_warm_start_beside_the_base():
     assert set(plan.model_subjects()) == {
         "base/smollm2-135m",
         "real_v1/step-0",
+        "real_v1/step-1",
         "real_v1/step-2",
-        "real_v1/step-4",
     }
     warm = plan.evaluation("real_v1/step-0")
     assert warm.policy == f"hf:{folder}@results/train/real_v1/sft-adapter"
