@@ -463,22 +463,15 @@ class Plan:
             )
         return budgets[runs[0]] if runs else {}
 
-    def checkpoint_dir(self, run: str, step: int) -> str:
-        return f"{self.results}/train/{run}/checkpoint-{step}"
-
     def evaluated_steps(self, run: str) -> list[int]:
-        """The steps of a run that are evaluated: 0 where the run warm-starts (its warm-started
-        adapter, `lineage.WARM_START`, the point GRPO starts from), then every checkpoint."""
-        warm = [0] if self.train_run(run)["sft_steps"] > 0 else []
-        return warm + self.checkpoint_steps(run)
+        """A run's evaluated steps: 0 if it warm-starts (`lineage.WARM_START`), its checkpoints."""
+        return [0] * (self.train_run(run)["sft_steps"] > 0) + self.checkpoint_steps(run)
 
     def step_adapter(self, run: str, step: int) -> str:
-        """The adapter folder of an evaluated step: the warm start at step 0, else the checkpoint."""
+        """The adapter of an evaluated step: the warm start at step 0, else the checkpoint."""
         from schemashift.lineage import WARM_START
 
-        if step == 0:
-            return f"{self.results}/train/{run}/{WARM_START}"
-        return self.checkpoint_dir(run, step)
+        return f"{self.results}/train/{run}/{f'checkpoint-{step}' if step else WARM_START}"
 
     def train_done(self, run: str) -> str:
         """The train rule's completion record; checkpoints are not outputs, so a rerun resumes."""
@@ -512,8 +505,7 @@ class Plan:
             policy = f"hf:{bases[tail]}"
             return Evaluation(name, policy, Subject("base", policy, 0), waits_on=built, **budget)
         step = int(tail.removeprefix("step-"))
-        steps = self.evaluated_steps(head)
-        if step not in steps:
+        if step not in (steps := self.evaluated_steps(head)):
             warm = " (step 0 is a run's warm start: it has none, sft_steps 0)" if step == 0 else ""
             raise ValueError(f"train run {head!r} saves no checkpoint {step}{warm}; its checkpoints: {steps}")
         policy = f"hf:{self.train_run(head).base_model}@{self.step_adapter(head, step)}"
@@ -539,8 +531,7 @@ class Plan:
         return [trained_on, *(h for h in chosen if h != trained_on)]
 
     def model_subjects(self) -> list[str]:
-        """The base models and every evaluated step of the enabled training runs (`evaluated_steps`:
-        the warm start and the checkpoints), each through its
+        """The base models and every evaluated step of the enabled training runs, each through its
         run's harnesses (`run_harnesses`; a base model through those of every run it starts)."""
         subjects = []
         for slug, model in self.base_models().items():
