@@ -72,9 +72,12 @@ def _harnesses(a: Analysis) -> Iterator[Key]:
 
 #: family -> (the question it answers, its comparisons)
 FAMILIES: dict[str, tuple[str, Callable[[Analysis], Iterator[Key]]]] = {
-    "training": ("does a checkpoint differ from its step 0 overall (every run, step, ruleset)?", _training),
+    "training": (
+        "does a checkpoint or warm start differ from its untrained base overall (every run, step, ruleset)?",
+        _training,
+    ),
     "training by column": (
-        "where does the trained checkpoint differ from step 0 (each scenario and tier)?",
+        "where does the trained checkpoint differ from its untrained base (each scenario and tier)?",
         _training_columns,
     ),
     "versus baselines": ("does the trained checkpoint differ from another model or base model?", _versus),

@@ -376,7 +376,7 @@ def learning_table(a: Analysis) -> Table:
     diffs = {
         (run.name, ruleset, step, metric): a.compared(ruleset, subject, base, metric)
         for run, ruleset, step, subject, base in points
-        if subject is not None and step and base
+        if subject is not None and base and subject != base
         for metric in ("score", "success")
     }
     ran = {ruleset: set(a.ran(ruleset)) for ruleset in a.rulesets}
@@ -418,24 +418,25 @@ def learning_table(a: Analysis) -> Table:
     return Table(
         "learning_curves",
         "Learning curves",
-        "Every checkpoint against step 0 (the untrained base model)",
+        "Every checkpoint, and a run's warm start, against the untrained base model",
         [
             "run",
             "ruleset",
             "step",
             "score (overall)",
             "success (overall)",
-            "score - step 0",
-            "success - step 0",
+            "score - base",
+            "success - base",
         ],
         rows,
         records,
         " ".join(
             [
-                "Step 0 is the shared untrained base model's evaluation (one evaluation, shown in every "
-                "run that uses it). Differences are paired on the (scenario, seed) cells both evaluated "
-                "(n = pairs); p_holm is Holm-adjusted over every checkpoint against its step 0 (one "
-                "question: the same adjusted p-value as in Table A).",
+                "Step 0 is the run's warm start where it has one (the adapter GRPO starts from), else "
+                "the shared untrained base model's evaluation (one evaluation, shown in every run that "
+                "uses it). Differences are against the untrained base, paired on the (scenario, seed) "
+                "cells both evaluated (n = pairs); p_holm is Holm-adjusted over every checkpoint and "
+                "warm start against its base (one question: the same adjusted p-value as in Table A).",
                 detectable_note(list(diffs.values())),
                 *(
                     f"{ruleset}: {line}."
