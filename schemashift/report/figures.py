@@ -335,6 +335,7 @@ def _coinciding(curves: dict[str, tuple]) -> list[list[str]]:
 
 def learning_figure(a: Analysis, run_names: Sequence[str], title: str = "Learning curves") -> Figure:
     import seaborn as sns
+    from matplotlib.ticker import MaxNLocator
 
     plt = _pyplot()
     runs = [a.runs[name] for name in run_names]
@@ -391,6 +392,7 @@ def learning_figure(a: Analysis, run_names: Sequence[str], title: str = "Learnin
             ax.set_title(f"{ruleset}: {name}{mark}", fontsize=11)
             ax.set_xlabel("\n".join(["checkpoint step (0: the warm start, else the untrained base)", *same]))
             ax.set_ylabel(f"{name} (overall)")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no 0.25 ticks
             ax.set_ylim(-0.02, max(1.02, ax.get_ylim()[1]))
     handles = [
         plt.Line2D(
