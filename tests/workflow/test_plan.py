@@ -423,18 +423,18 @@ def test_a_warm_started_runs_step_0_is_its_warm_start_beside_the_base():
     folder = plan.built_model_dir("smollm2-135m")
     assert set(plan.model_subjects()) == {
         "base/smollm2-135m",
-        "real_v1/step-0",
-        "real_v1/step-1",
-        "real_v1/step-2",
+        "real_legacy/step-0",
+        "real_legacy/step-1",
+        "real_legacy/step-2",
     }
-    warm = plan.evaluation("real_v1/step-0")
-    assert warm.policy == f"hf:{folder}@results/train/real_v1/sft-adapter"
+    warm = plan.evaluation("real_legacy/step-0")
+    assert warm.policy == f"hf:{folder}@results/train/real_legacy/sft-adapter"
     assert (warm.subject, warm.waits_on) == (
-        Subject("checkpoint", "real_v1", 0, "default"),
-        (plan.train_done("real_v1"),),
+        Subject("checkpoint", "real_legacy", 0, "default"),
+        (plan.train_done("real_legacy"),),
     )
     assert Subject.of_record(warm.record_columns()) == warm.subject
-    assert plan.evaluation("real_v1/step-2").policy == f"hf:{folder}@results/train/real_v1/checkpoint-2"
+    assert plan.evaluation("real_legacy/step-2").policy == f"hf:{folder}@results/train/real_legacy/checkpoint-2"
     default = Plan(with_defaults(load("config.yaml")), environ={})
     with pytest.raises(ValueError, match="warm start: it has none"):
         default.evaluation("run1/step-0")
