@@ -434,7 +434,9 @@ def test_a_warm_started_runs_step_0_is_its_warm_start_beside_the_base():
         (plan.train_done("real_legacy"),),
     )
     assert Subject.of_record(warm.record_columns()) == warm.subject
-    assert plan.evaluation("real_legacy/step-2").policy == f"hf:{folder}@results/train/real_legacy/checkpoint-2"
+    assert (
+        plan.evaluation("real_legacy/step-2").policy == f"hf:{folder}@results/train/real_legacy/checkpoint-2"
+    )
     default = Plan(with_defaults(load("config.yaml")), environ={})
     with pytest.raises(ValueError, match="warm start: it has none"):
         default.evaluation("run1/step-0")
