@@ -86,6 +86,26 @@ original runs much of its work in compiled code. For v1 what is left is building
 845k instructions, a quarter of its cost: the world's draws, drift specs built as frozen
 dataclasses, the plan redrawn until an honest agent can finish) and the error answers.
 
+Fifth pass (issue 35; cProfile, then instruction counts under callgrind with PYTHONHASHSEED=0,
+1500 episodes after 300 warm-up ones less a run of none, and callgrind over replays of one part
+at a time: the policy's decisions, parsing, resets and their pieces): the policy is about 12k
+instructions of a legacy step and parsing about 9k, but the step paid 2.6k more for freezing the
+policy's parameters, which it built plain at every call; and a legacy reset was about 85k
+instructions (13% of a step), 10k of it building the `Task` with fifteen keyword arguments
+(about 400 instructions each to match by name). A ground-truth check counted in C instead of a
+loop saved nothing measurable and was dropped: cProfile overstates call-heavy functions, so the
+counts steered. Now the policy builds the parameters a task text decides frozen, once per text
+(the Environment keeps frozen parameters as they are), and both rulesets build `Task`
+positionally. Instructions per step: legacy 126.4k -> 122.3k, v1 with fresh seeds 192.0k ->
+184.9k (by instructions v1/legacy 1.52 -> 1.51). Side by side on the 2-core machine with a
+model-training job running but a load average of only 0.4-0.6 (1500 episodes, 5 repeats, the
+commit before and after alternating, two rounds each): original/ours 4.17 and 4.24 before
+against 4.33 and 4.36 after (CPU time the same); v1/legacy with fresh seeds 1.51 and 1.50 before
+against 1.52 and 1.55 after (legacy 16.6 -> 16.0 us/step, v1 25.0 -> 24.3-24.9). Neither target
+is met: legacy needs about 14% more off its step. What is left is the cost of Python itself,
+spread thin: a call about 430 instructions, building an object through `__init__` about 1.7k, a
+three-key dict about 1.1k, and a legacy step makes some 28 Python calls and a dozen containers.
+
 Absolute figures depend on the machine and its load, so the target is really a ratio to the
 original. `--original DIR` takes a checkout of the original SchemaShift repository (it needs
 pydantic v2, and httpx because its eval.py imports its HTTP client) and plays the same episode

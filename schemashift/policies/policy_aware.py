@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from schemashift.env.frozen import FrozenDict, FrozenList
 from schemashift.policies import base
 from schemashift.policies.base import EMAIL_PATTERN, ActionDict, Observation
 
@@ -44,6 +45,16 @@ class TaskReading:
             self.subject = "All-Hands: Friday 3pm"
         else:
             self.subject = "Update"
+        # The parameters of the calls the text decides, built once per text and frozen: the
+        # Environment keeps frozen parameters as they are (it copies any others), and sharing
+        # them between episodes is safe because nothing can change them.
+        self.send_params = FrozenDict(
+            to=self.first_email or "recipient@company.com", subject=self.subject, body="Automated message."
+        )
+        self.event_params = FrozenDict(
+            title=self.title, start=EVENT_START, end=EVENT_END, attendees=FrozenList(DEFAULT_ATTENDEES)
+        )
+        self.search_params = FrozenDict(customer_email=self.first_email or "bob@customer.com")
 
 
 #: readings of recently seen task texts; tasks repeat across episodes
@@ -121,25 +132,16 @@ class PolicyAwareHeuristic:
         task = self.task
         known = observation.get("known_state") or {}
         if "mail" in schemas and task.wants_mail and not known.get("mail.sent_count", 0) > 0:
-            params = {
-                "to": task.first_email or "recipient@company.com",
-                "subject": task.subject,
-                "body": "Automated message.",
-            }
+            params = task.send_params
             self._called("mail", "send_message", params)
             return base.call_tool("mail", "send_message", params)
         if "calendar" in schemas and task.wants_calendar and not known.get("calendar.events_count", 0) > 0:
-            params = {
-                "title": task.title,
-                "start": EVENT_START,
-                "end": EVENT_END,
-                "attendees": list(DEFAULT_ATTENDEES),
-            }
+            params = task.event_params
             self._called("calendar", "create_event", params)
             return base.call_tool("calendar", "create_event", params)
         if "crm" in schemas and task.wants_crm:
             if self.contact_id_seen is None:
-                params = {"customer_email": task.first_email or "bob@customer.com"}
+                params = task.search_params
                 self._called("crm", "search_contacts", params)
                 return base.call_tool("crm", "search_contacts", params)
             status_known = any(k.startswith("crm.contact_") and k.endswith("_status") for k in known)

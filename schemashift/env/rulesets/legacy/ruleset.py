@@ -103,19 +103,20 @@ class LegacyRuleset(Ruleset):
             raise UnknownScenario(
                 f"Unknown scenario {scenario!r} for ruleset 'legacy'. Available: {list(SCENARIOS)}"
             )
+        # Positional: a reset builds one, and keyword arguments cost a name match each.
         return Task(
-            scenario=scenario,
-            seed=seed,
-            tier=spec["tier"],
-            family=scenario,
-            max_steps=spec["max_steps"],
-            token_budget=spec["token_budget"],
-            tools=spec["tools"],
-            seed_data=spec["seed_data"],
-            description=spec["description"],
-            success_criteria=spec["success_criteria"],
-            drift_plan=spec["drift_plan"],
-            ground_truth=spec["ground_truth"],
+            scenario,
+            seed,
+            spec["tier"],
+            scenario,
+            spec["max_steps"],
+            spec["token_budget"],
+            spec["tools"],
+            spec["seed_data"],
+            spec["description"],
+            spec["success_criteria"],
+            spec["drift_plan"],
+            spec["ground_truth"],
         )
 
     def make_tools(self, task: Task) -> dict[str, Tool]:

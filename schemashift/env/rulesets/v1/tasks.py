@@ -155,26 +155,27 @@ _FAILING_KINDS = frozenset(
 
 
 def _task(scenario, seed, tier, family, max_steps, spec, split, plan) -> Task:
+    # Positional: every fresh episode builds one, and keyword arguments cost a name match each.
     return Task(
-        scenario=scenario,
-        seed=seed,
-        tier=tier,
-        family=family,
-        max_steps=max_steps,
-        token_budget=TOKENS_PER_STEP * max_steps,
-        tools=spec.tools,
-        seed_data=spec.seed_data,
-        description=spec.description,
-        success_criteria=tuple(dict.fromkeys(c["text"] for c in spec.criteria)),
-        drift_plan=plan,
-        ground_truth={
+        scenario,
+        seed,
+        tier,
+        family,
+        max_steps,
+        TOKENS_PER_STEP * max_steps,
+        spec.tools,
+        spec.seed_data,
+        spec.description,
+        tuple(dict.fromkeys(c["text"] for c in spec.criteria)),
+        plan,
+        {
             "criteria": spec.criteria,
             "allowed": spec.allowed,
             "ops": spec.ops,
             "summary": spec.summary,
             "clauses": [clause.key for clause in spec.clauses],
         },
-        split=split,
+        split,
     )
 
 
