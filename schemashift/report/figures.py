@@ -21,13 +21,12 @@ from schemashift.report.analysis import (
     TRAINED_ON,
     Analysis,
     drift_outcomes,
-    smoothed,
-    smoothing_window,
 )
 from schemashift.report.comparisons import ablation_groups
 from schemashift.report.drift_cost_figure import drift_cost_figure
 from schemashift.report.load import coverage, coverage_text
 from schemashift.report.stats import LEVEL, Stat
+from schemashift.report.training_figure import MAX_POINTS, training_figure
 from schemashift.rollout.subject import Subject
 
 if TYPE_CHECKING:
@@ -37,7 +36,6 @@ INDEX_FILE = "figures.json"
 FORMATS = ("png", "pdf")
 DPI = 150
 BAR_SPAN = 0.8  # seaborn's default width of one x category's group of bars
-MAX_POINTS = 800  # training curves are thinned to at most this many points per run
 #: figures made once (the overview is made per ruleset: <ruleset>_score, <ruleset>_success)
 STEMS = (
     "learning_curves",
@@ -79,10 +77,9 @@ def write(a: Analysis, out_dir: str | Path) -> list[dict[str, Any]]:
                     f"{ruleset}_{metric}",
                     lambda ruleset=ruleset, metric=metric: bar_figure(a, ruleset, metric),
                     f"Ruleset {ruleset}: {title} per scenario for every baseline, untrained model and "
-                    "trained "
-                    f"checkpoint, with {LEVEL:.0%} intervals over the seeds (scenarios fixed; exact for "
-                    "success rates, Student-t otherwise; a bar without whiskers: no variation observed; "
-                    "n/a: no graded episode; \u2020 in the tables: provisional). Coverage: "
+                    f"trained checkpoint, with {LEVEL:.0%} intervals over the seeds (scenarios fixed; "
+                    "exact for success rates, Student-t otherwise; a bar without whiskers: no variation "
+                    "observed; n/a: no graded episode; \u2020 in the tables: provisional). Coverage: "
                     f"{coverage_text(coverage(a.episodes, a.manifest, ruleset))}",
                 )
             )
@@ -107,23 +104,20 @@ def write(a: Analysis, out_dir: str | Path) -> list[dict[str, Any]]:
             "reward_ablation",
             lambda: ablation_figure(a, "reward"),
             "Reward ablation: runs with the same base model and ruleset but different rewards, overall "
-            "score by "
-            "checkpoint (step 0 = untrained).",
+            "score by checkpoint (step 0 = untrained).",
         ),
         (
             "model_ablation",
             lambda: ablation_figure(a, "base_model"),
             "Model ablation: runs with the same reward and ruleset but different base models, overall score "
-            "by "
-            "checkpoint (step 0 = each run's untrained base).",
+            "by checkpoint (step 0 = each run's untrained base).",
         ),
         (
             "drift_recovery",
             lambda: drift_figure(a),
             "Drift recovery by drift kind: share of drifts with a failed call that the subject recovered "
-            "from "
-            "(a successful call on the drifted tool afterwards); the number on a bar is the drifts failed "
-            "on.",
+            "from (a successful call on the drifted tool afterwards); the number on a bar is the drifts "
+            "failed on.",
         ),
         (
             "coverage",
@@ -245,7 +239,10 @@ def bar_figure(a: Analysis, ruleset: str, metric: str) -> Figure:
             ax=ax,
         )
     ax.set_xticks(range(len(labels)), labels)
-    top = max([1.0] + [_high(stats[s, c]) for s in subjects for c in columns if stats[s, c].mean is not None])
+    shown = [stats[s, c] for s in subjects for c in columns if stats[s, c].mean is not None]
+    top = max([1.0] + [_high(stat) for stat in shown])
+    # legacy's shaped score goes below 0 (step penalties): the axis reaches down to the lowest whisker
+    bottom = min([0.0] + [_low(stat) for stat in shown])
     slot = BAR_SPAN / max(len(subjects), 1)
     small = len(subjects) > 6
     for i, column in enumerate(columns):
@@ -267,12 +264,17 @@ def bar_figure(a: Analysis, ruleset: str, metric: str) -> Figure:
                 )
             if not small:
                 text = f"{stat.mean:.2f}" + ("\u2020" if stat.provisional else "")
-                ax.text(x, _high(stat) + 0.015 * top, text, ha="center", va="bottom", fontsize=7.5)
+                if stat.mean < 0:  # a bar hanging below 0 is labelled under its whisker
+                    ax.text(x, _low(stat) - 0.015 * top, text, ha="center", va="top", fontsize=7.5)
+                else:
+                    ax.text(x, _high(stat) + 0.015 * top, text, ha="center", va="bottom", fontsize=7.5)
             elif stat.mean == 0:  # a bar of height 0 is invisible: say it is a 0, not a gap
                 ax.text(x, 0.01 * top, "0", ha="center", va="bottom", fontsize=7, color="0.3")
     ax.axvline(len(columns) - 1.5, color="0.6", linewidth=0.8, linestyle=":")
     ax.set_xlim(-0.5, len(columns) - 0.5)
-    ax.set_ylim(0, top * 1.12)
+    if bottom < 0:
+        ax.axhline(0, color="0.3", linewidth=0.8)
+    ax.set_ylim(bottom - 0.08 * top if bottom < 0 else 0, top * 1.12)
     ax.set_xlabel("scenario (overall: mean of the scenario means)")
     ax.set_ylabel(f"{title} (mean, {LEVEL:.0%} CI)")
     figure.suptitle(
@@ -296,6 +298,12 @@ def _high(stat: Stat) -> float:
 
 def _low(stat: Stat) -> float:
     return stat.ci_low if stat.has_interval else stat.mean
+
+
+def _unit_ylim(ax: Any) -> None:
+    """[0, 1] with a margin, wider where the data reach past it (legacy's shaped score can be < 0)."""
+    low, high = ax.get_ylim()
+    ax.set_ylim(min(-0.02, low), max(1.02, high))
 
 
 def _curve_with_band(ax, points, color, label: str, **line) -> None:
@@ -393,7 +401,7 @@ def learning_figure(a: Analysis, run_names: Sequence[str], title: str = "Learnin
             ax.set_xlabel("\n".join(["checkpoint step (0: the warm start, else the untrained base)", *same]))
             ax.set_ylabel(f"{name} (overall)")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no 0.25 ticks
-            ax.set_ylim(-0.02, max(1.02, ax.get_ylim()[1]))
+            _unit_ylim(ax)
     handles = [
         plt.Line2D(
             [],
@@ -413,49 +421,6 @@ def learning_figure(a: Analysis, run_names: Sequence[str], title: str = "Learnin
     )
     figure.legend(handles=handles, title="training run", loc="outside right upper", frameon=False)
     figure.suptitle(f"{title}: checkpoints vs step 0, {LEVEL:.0%} bands over the seeds", fontsize=12)
-    return figure
-
-
-def thin(frame: Any, limit: int = MAX_POINTS) -> Any:
-    """Every k-th row (the last one kept) so that at most `limit` rows remain."""
-    if len(frame) <= limit:
-        return frame
-    step = math.ceil(len(frame) / limit)
-    keep = list(range(0, len(frame), step))
-    if keep[-1] != len(frame) - 1:
-        keep[-1] = len(frame) - 1
-    return frame.iloc[keep]
-
-
-def training_figure(a: Analysis) -> Figure:
-    import seaborn as sns
-
-    plt = _pyplot()
-    if a.training is None or not len(a.training):
-        return _empty("Training reward", "no training metrics")
-    runs = list(dict.fromkeys(a.training["train_run"].fillna("(unnamed run)")))
-    figure, ax = plt.subplots(figsize=(9.0, 4.8), layout="constrained")
-    palette = sns.color_palette("colorblind", n_colors=max(len(runs), 1))
-    smoothing = False
-    for color, run in zip(palette, runs, strict=False):
-        rows = a.training[a.training["train_run"].fillna("(unnamed run)") == run].sort_values("step")
-        if smoothing_window(len(rows)) == 1:
-            # too few steps to smooth: the raw line alone, each step marked
-            shown = thin(rows)
-            ax.plot(shown["step"], shown["reward_mean"], color=color, linewidth=2.2, marker="o", label=run)
-            continue
-        smoothing = True
-        rows = rows.assign(smooth=smoothed(rows["reward_mean"]).to_numpy())
-        shown = thin(rows)
-        ax.plot(shown["step"], shown["reward_mean"], color=color, linewidth=0.8, alpha=0.35)
-        ax.plot(shown["step"], shown["smooth"], color=color, linewidth=2.2, label=run)
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("mean reward of the step's completions")
-    shown_as = (
-        "raw (thin) and smoothed (thick)" if smoothing else "raw, each step marked (too few steps to smooth)"
-    )
-    figure.suptitle(f"Training reward: {shown_as}", fontsize=12)
-    figure.legend(title="training run", loc="outside right upper", frameon=False)
     return figure
 
 
@@ -485,7 +450,7 @@ def ablation_figure(a: Analysis, vary: str) -> Figure:
         ax.set_title(f"{ruleset}: {'reward' if vary == 'reward' else 'base model'} varies{mark}", fontsize=11)
         ax.set_xlabel("checkpoint step (0 = untrained base)")
         ax.set_ylabel("mean score (overall)")
-        ax.set_ylim(-0.02, max(1.02, ax.get_ylim()[1]))
+        _unit_ylim(ax)
         ax.legend(loc="upper left", fontsize=8, frameon=False)
     figure.suptitle(f"{name}: overall score by checkpoint, {LEVEL:.0%} bands over the seeds", fontsize=12)
     return figure

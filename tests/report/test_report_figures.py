@@ -12,7 +12,8 @@ import pytest
 from report_helpers import error_line, infra_row, report_args, write_cell
 
 from schemashift.cli import main
-from schemashift.report.figures import stems, thin, training_figure
+from schemashift.report.figures import stems
+from schemashift.report.training_figure import thin, training_figure
 from schemashift.rollout import io, records
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -61,7 +62,10 @@ def test_figures_render_without_warnings_and_with_training_metrics(
     check_figure(out, "training_reward")
 
 
-@pytest.mark.parametrize(("steps", "lines_per_run", "title"), [(6, 1, "too few steps"), (40, 2, "smoothed")])
+@pytest.mark.parametrize(
+    ("steps", "lines_per_run", "title"),
+    [(2, 1, "too few steps"), (6, 1, "too few steps"), (40, 2, "smoothed")],
+)
 def test_the_training_figure_claims_smoothing_only_where_it_smooths(steps, lines_per_run, title) -> None:
     import pandas as pd
 
@@ -76,6 +80,8 @@ def test_the_training_figure_claims_smoothing_only_where_it_smooths(steps, lines
     (ax,) = figure.axes
     assert len(ax.get_lines()) == 2 * lines_per_run
     assert title in figure._suptitle.get_text()
+    low, high = ax.get_xlim()
+    assert all(tick == int(tick) for tick in ax.get_xticks() if low <= tick <= high), "steps are whole"
 
 
 def test_a_ruleset_without_graded_episodes_still_renders(tmp_path: Path) -> None:

@@ -269,6 +269,37 @@ def test_coinciding_learning_curves_stay_visible_and_are_named() -> None:
     _pyplot().close(figure)
 
 
+@settings(max_examples=12, deadline=None)
+@given(scores=st.lists(st.floats(-1.0, 1.0, allow_nan=False), min_size=3, max_size=3))
+def test_every_point_and_bar_of_a_score_lies_inside_its_axes(scores: list[float]) -> None:
+    """Legacy's shaped score can be negative: the learning curve, the per-scenario bars and their
+    labels keep every value, below 0 included, inside the axes."""
+    from schemashift.report.figures import _pyplot, bar_figure, learning_figure
+
+    base, *steps = scores
+    data = evaluations(
+        [(f"hf:{QWEN}", None, 0, base)]
+        + [(f"hf:{QWEN}@r", "r", s, v) for s, v in zip((25, 50), steps, strict=True)]
+    )
+    runs = {"r": {"base_model": "qwen", "ruleset": "legacy", "reward": "v1", "report_step": 50}}
+    a = Analysis(data, None, config(runs), samples=20)
+    curves = learning_figure(a, ["r"])
+    score_axes = [ax for ax in curves.axes if ax.get_ylabel().startswith("mean score")]
+    assert score_axes
+    for ax in score_axes:
+        low, high = ax.get_ylim()
+        ys = [y for line in ax.get_lines() for y in line.get_ydata()]
+        assert ys and all(low < y < high for y in ys), (ys, low, high)
+    bars = bar_figure(a, "legacy", "score")
+    (ax,) = bars.axes
+    low, high = ax.get_ylim()
+    for patch in ax.patches:
+        assert low <= min(patch.get_y(), patch.get_y() + patch.get_height()) <= high
+    assert all(low < text.get_position()[1] < high for text in ax.texts)
+    _pyplot().close(curves)
+    _pyplot().close(bars)
+
+
 def test_a_model_warm_started_on_the_evaluated_tasks_is_marked_so(tmp_path: Path) -> None:
     """The tiny model's warm start lists the tasks it saw in its sft.json; the report reads them
     beside the model and marks its evaluations on those tasks (every legacy seed is the one task of
