@@ -302,8 +302,8 @@ def _low(stat: Stat) -> float:
 
 def _unit_ylim(ax: Any) -> None:
     """[0, 1] with a margin, wider where the data reach past it (legacy's shaped score can be < 0)."""
-    low, high = ax.get_ylim()
-    ax.set_ylim(min(-0.02, low), max(1.02, high))
+    low = ax.dataLim.y0  # the data's own extent: the view's autoscaled limits hug a flat line
+    ax.set_ylim(-0.02 if low >= 0 else low - 0.05, max(1.02, ax.get_ylim()[1]))
 
 
 def _curve_with_band(ax, points, color, label: str, **line) -> None:
