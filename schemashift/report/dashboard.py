@@ -10,7 +10,7 @@ metric groups of the reference dashboard (docs/report.md, "Trackio dashboard"):
 - `eval_efficiency/...`: savings against step 0 on the cells both solved, with the matched count;
 - `eval_usage/...`: mean tool calls, tokens in and out, turns and seconds per graded episode;
 - `train_verified/...`: the committed training lineage (superseded pre-resume rows dropped),
-  thinned to at most `figures.MAX_POINTS` steps for the browser.
+  thinned to at most `training_figure.MAX_POINTS` steps for the browser.
 
 The eval_* names without a dimension are the run's own ruleset through the default harness.
 Every other evaluation of the run's checkpoints and base (another ruleset, another harness: the
@@ -169,7 +169,7 @@ def run_evaluations(a: Analysis, run: TrainingRun) -> dict[int, dict[str, Any]]:
 
 def training_metrics(a: Analysis, run: TrainingRun) -> dict[int, dict[str, Any]]:
     """train_verified per step: the committed lineage (superseded rows dropped), thinned."""
-    from schemashift.report.figures import thin
+    from schemashift.report.training_figure import thin
 
     rows = a.training_rows(run.name)
     if rows is None:
