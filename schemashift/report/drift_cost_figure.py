@@ -2,8 +2,7 @@
 subject's overall success rate in the drift and the control arm on the cells it played in both,
 with their 95% intervals, joined by a line whose length is the drift cost (`report.arms`, the same
 numbers as the `<ruleset>_drift_cost` table); where the ruleset's control arm was not played, its
-subjects' drift-arm success alone, and the title says so. Drawn after `figures` has chosen matplotlib's
-backend; it imports nothing of `figures`."""
+subjects' drift-arm success alone, and the title says so. It imports nothing of `figures`."""
 
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ from typing import TYPE_CHECKING
 from schemashift.env.arms import CONTROL, DRIFT
 from schemashift.report import arms
 from schemashift.report.load import OVERALL
+from schemashift.report.plotting import empty, pyplot
 from schemashift.report.stats import MISSING_STAT
 
 if TYPE_CHECKING:
@@ -25,15 +25,11 @@ STYLE = {DRIFT: ("o", "#d55e00"), CONTROL: ("s", "#0072b2")}
 
 
 def drift_cost_figure(a: Analysis) -> Figure:
-    import matplotlib.pyplot as plt
-
     panels = [(r, arms.subjects(a, r) or a.ran(r)) for r in a.rulesets if arms.plays_control(a, r)]
     panels = [(r, subjects) for r, subjects in panels if subjects]
     if not panels:
-        figure, ax = plt.subplots(figsize=(6.0, 2.2), layout="constrained")
-        ax.axis("off")
-        ax.text(0.5, 0.5, f"{TITLE}\n\nno data: no ruleset with a control arm ran", ha="center", va="center")
-        return figure
+        return empty(TITLE, "no ruleset with a control arm ran")
+    plt = pyplot()
     most = max(len(subjects) for _, subjects in panels)
     figure, axes = plt.subplots(
         len(panels), 1, figsize=(9.0, 0.55 * most * len(panels) + 1.6), layout="constrained", squeeze=False

@@ -25,6 +25,7 @@ from schemashift.report.analysis import (
 from schemashift.report.comparisons import ablation_groups
 from schemashift.report.drift_cost_figure import drift_cost_figure
 from schemashift.report.load import coverage, coverage_text
+from schemashift.report.plotting import empty, pyplot
 from schemashift.report.stats import LEVEL, Stat
 from schemashift.report.training_figure import MAX_POINTS, training_figure
 from schemashift.rollout.subject import Subject
@@ -64,7 +65,7 @@ def write(a: Analysis, out_dir: str | Path) -> list[dict[str, Any]]:
     """Render every figure into `out_dir` (PNG and PDF) and the index; returns the index entries."""
     from schemashift.rollout import io
 
-    plt = _pyplot()
+    plt = pyplot()
     import seaborn as sns
 
     sns.set_theme(style="whitegrid", context="notebook")
@@ -148,15 +149,6 @@ def write(a: Analysis, out_dir: str | Path) -> list[dict[str, Any]]:
     return index
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _save(figure: Figure, out_dir: Path, stem: str) -> None:
     from schemashift.rollout import io
 
@@ -167,14 +159,6 @@ def _save(figure: Figure, out_dir: Path, stem: str) -> None:
         figure.savefig(buffer, format=fmt, dpi=DPI, bbox_inches="tight", metadata=metadata)
         data = buffer.getvalue()
         io.atomic_write(out_dir / f"{stem}.{fmt}", lambda f, data=data: f.write(data))
-
-
-def _empty(title: str, why: str) -> Figure:
-    plt = _pyplot()
-    figure, ax = plt.subplots(figsize=(6.0, 2.2), layout="constrained")
-    ax.axis("off")
-    ax.text(0.5, 0.5, f"{title}\n\nno data: {why}", ha="center", va="center", fontsize=11, wrap=True)
-    return figure
 
 
 def _short(scenario: str) -> str:
@@ -205,7 +189,7 @@ def bar_figure(a: Analysis, ruleset: str, metric: str) -> Figure:
     import pandas as pd
     import seaborn as sns
 
-    plt = _pyplot()
+    plt = pyplot()
     title = METRICS[metric]
     columns = [*a.scenarios(ruleset), OVERALL]
     subjects = overview_subjects(a, ruleset)
@@ -345,14 +329,14 @@ def learning_figure(a: Analysis, run_names: Sequence[str], title: str = "Learnin
     import seaborn as sns
     from matplotlib.ticker import MaxNLocator
 
-    plt = _pyplot()
+    plt = pyplot()
     runs = [a.runs[name] for name in run_names]
     rulesets = sorted(
         {r for run in runs for r in a.run_rulesets(run) if any(_curve(a, run, r, m) for m in METRICS)}
     )
     if not rulesets:
         reasons = sorted({a.why_not_run(s) for run in runs for _, s in a.checkpoints(run) if s})
-        return _empty(
+        return empty(
             title,
             "no checkpoint or step 0 of a training run was evaluated"
             + (f" ({'; '.join(reasons)})" if reasons else ""),
@@ -425,11 +409,11 @@ def learning_figure(a: Analysis, run_names: Sequence[str], title: str = "Learnin
 
 
 def ablation_figure(a: Analysis, vary: str) -> Figure:
-    plt = _pyplot()
+    plt = pyplot()
     name = "Reward ablation" if vary == "reward" else "Model ablation"
     groups = ablation_groups(a, vary)
     if not groups:
-        return _empty(name, f"no runs that differ only in {'reward' if vary == 'reward' else 'base model'}")
+        return empty(name, f"no runs that differ only in {'reward' if vary == 'reward' else 'base model'}")
     figure, axes = plt.subplots(
         1, len(groups), figsize=(6.5 * len(groups) + 2.0, 4.8), layout="constrained", squeeze=False
     )
@@ -460,9 +444,9 @@ def drift_figure(a: Analysis) -> Figure:
     import pandas as pd
     import seaborn as sns
 
-    plt = _pyplot()
+    plt = pyplot()
     if a.drifts is None or not len(a.drifts):
-        return _empty("Drift recovery", "no drift rows")
+        return empty("Drift recovery", "no drift rows")
     rulesets = [r for r in a.rulesets if len(a.drifts[a.drifts["ruleset"] == r])]
     most = max(len(set(a.drifts.loc[a.drifts["ruleset"] == r, "kind"].astype(str))) for r in rulesets)
     figure, axes = plt.subplots(
@@ -516,7 +500,7 @@ def coverage_figure(a: Analysis) -> Figure:
     import numpy as np
     import seaborn as sns
 
-    plt = _pyplot()
+    plt = pyplot()
     rulesets = a.rulesets
     heights = [max(2.5, 0.38 * len(a.ran(r)) + 1.6) for r in rulesets]
     width = max(7.0, 1.6 * max(len(a.scenarios(r)) for r in rulesets) + 4.5)
@@ -576,7 +560,7 @@ def efficiency_figure(a: Analysis) -> Figure:
     import pandas as pd
     import seaborn as sns
 
-    plt = _pyplot()
+    plt = pyplot()
     frames = []
     for ruleset in a.rulesets:
         for subject in overview_subjects(a, ruleset):
@@ -584,7 +568,7 @@ def efficiency_figure(a: Analysis) -> Figure:
             if len(rows):
                 frames.append(rows.assign(subject=subject))
     if not frames:
-        return _empty("Efficiency", "no graded episodes")
+        return empty("Efficiency", "no graded episodes")
     data = pd.concat(frames)
     order = list(dict.fromkeys(data["subject"]))
     columns = list(EFFICIENCY_COLUMNS.items())
@@ -626,7 +610,7 @@ def efficiency_figure(a: Analysis) -> Figure:
 def final_action_figure(a: Analysis) -> Figure:
     import seaborn as sns
 
-    plt = _pyplot()
+    plt = pyplot()
     entries = []
     for ruleset in a.rulesets:
         g = a.graded[a.graded["ruleset"] == ruleset]
@@ -637,7 +621,7 @@ def final_action_figure(a: Analysis) -> Figure:
                     (f"{ruleset} | {a.shown(ruleset, subject)}", counts / counts.sum(), int(counts.sum()))
                 )
     if not entries:
-        return _empty("Final actions", "no graded episodes")
+        return empty("Final actions", "no graded episodes")
     actions = sorted({x for _, shares, _ in entries for x in shares.index})
     palette = dict(zip(actions, sns.color_palette("colorblind", n_colors=len(actions)), strict=True))
     figure, ax = plt.subplots(figsize=(10.0, 0.38 * len(entries) + 2.0), layout="constrained")

@@ -1,7 +1,7 @@
 """The training-reward figure (`figures`' `training_reward` stem): each run's mean reward per
 optimizer step, raw and smoothed where the run is long enough to smooth, thinned to at most
-`MAX_POINTS` points per run so a long run stays a small file. Drawn after `figures` has chosen
-matplotlib's backend; it imports nothing of `figures`."""
+`MAX_POINTS` points per run so a long run stays a small file (the Trackio export thins the
+same way). It imports nothing of `figures`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from schemashift.report.analysis import smoothed, smoothing_window
+from schemashift.report.plotting import empty, pyplot
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -30,15 +31,12 @@ def thin(frame: Any, limit: int = MAX_POINTS) -> Any:
 
 
 def training_figure(a: Analysis) -> Figure:
-    import matplotlib.pyplot as plt
     import seaborn as sns
     from matplotlib.ticker import MaxNLocator
 
     if a.training is None or not len(a.training):
-        figure, ax = plt.subplots(figsize=(6.0, 2.2), layout="constrained")
-        ax.axis("off")
-        ax.text(0.5, 0.5, "Training reward\n\nno data: no training metrics", ha="center", va="center")
-        return figure
+        return empty("Training reward", "no training metrics")
+    plt = pyplot()
     runs = list(dict.fromkeys(a.training["train_run"].fillna("(unnamed run)")))
     figure, ax = plt.subplots(figsize=(9.0, 4.8), layout="constrained")
     palette = sns.color_palette("colorblind", n_colors=max(len(runs), 1))

@@ -138,7 +138,8 @@ def test_drift_kind_labels_do_not_overlap(aggregated: dict[str, Path]) -> None:
     """v1's seven drift kinds have long names; side by side they overlapped at the report's size."""
     from schemashift.report import load
     from schemashift.report.analysis import Analysis
-    from schemashift.report.figures import _pyplot, drift_figure
+    from schemashift.report.figures import drift_figure
+    from schemashift.report.plotting import pyplot
 
     episodes = load.episodes_frame(aggregated["episodes"])
     drifts = load.drifts_frame(aggregated["drifts"])
@@ -153,7 +154,7 @@ def test_drift_kind_labels_do_not_overlap(aggregated: dict[str, Path]) -> None:
     assert len(boxes) == len(V1_KINDS)
     for left, right in zip(boxes, boxes[1:], strict=False):
         assert left.x1 < right.x0, "neighbouring drift kind labels overlap"
-    _pyplot().close(figure)
+    pyplot().close(figure)
 
 
 def test_learning_curves_without_an_evaluated_checkpoint_say_why_instead_of_empty_axes(
@@ -161,7 +162,8 @@ def test_learning_curves_without_an_evaluated_checkpoint_say_why_instead_of_empt
 ) -> None:
     from schemashift.report import load
     from schemashift.report.analysis import Analysis
-    from schemashift.report.figures import _pyplot, learning_figure
+    from schemashift.report.figures import learning_figure
+    from schemashift.report.plotting import pyplot
 
     config = {
         "models": {"q": {"policy": "hf:Q/q", "params_b": 1}},
@@ -176,4 +178,4 @@ def test_learning_curves_without_an_evaluated_checkpoint_say_why_instead_of_empt
     texts = [t.get_text() for ax in figure.axes for t in ax.texts]
     assert len(figure.axes) == 1 and not figure.axes[0].axison
     assert any("training is disabled on this machine" in t for t in texts), texts
-    _pyplot().close(figure)
+    pyplot().close(figure)

@@ -243,7 +243,8 @@ def test_a_repeat_that_was_not_evaluated_makes_the_pool_provisional() -> None:
 def test_coinciding_learning_curves_stay_visible_and_are_named() -> None:
     """Runs whose checkpoints play alike draw the same points: each run keeps its own line style
     and marker, and the panel says which runs coincide (and only those)."""
-    from schemashift.report.figures import _pyplot, learning_figure
+    from schemashift.report.figures import learning_figure
+    from schemashift.report.plotting import pyplot
 
     steps = (25, 50)
     curves = {"a": (0.4, 0.6), "b": (0.4, 0.6), "c": (0.4, 0.45)}  # c differs in score and success
@@ -266,26 +267,31 @@ def test_coinciding_learning_curves_stay_visible_and_are_named() -> None:
     )
     legend = {h.get_label(): (h.get_linestyle(), h.get_marker()) for h in figure.legends[0].legend_handles}
     assert len({legend[run] for run in curves}) == 3
-    _pyplot().close(figure)
+    pyplot().close(figure)
 
 
 @settings(max_examples=12, deadline=None)
-@given(scores=st.lists(st.floats(-1.0, 1.0, allow_nan=False), min_size=3, max_size=3))
+@given(scores=st.lists(st.floats(-1.0, 1.0, allow_nan=False), min_size=5, max_size=5))
 def test_every_point_and_bar_of_a_score_lies_inside_its_axes(scores: list[float]) -> None:
-    """Legacy's shaped score can be negative: the learning curve, the per-scenario bars and their
-    labels keep every value, below 0 included, inside the axes."""
-    from schemashift.report.figures import _pyplot, bar_figure, learning_figure
+    """Legacy's shaped score can be negative: the learning curves, the reward ablation, the
+    per-scenario bars and their labels keep every value, below 0 included, inside the axes."""
+    from schemashift.report.figures import ablation_figure, bar_figure, learning_figure
+    from schemashift.report.plotting import pyplot
 
     base, *steps = scores
+    checkpoints = [("r", 25), ("r", 50), ("s", 25), ("s", 50)]
     data = evaluations(
         [(f"hf:{QWEN}", None, 0, base)]
-        + [(f"hf:{QWEN}@r", "r", s, v) for s, v in zip((25, 50), steps, strict=True)]
+        + [(f"hf:{QWEN}@{run}", run, step, v) for (run, step), v in zip(checkpoints, steps, strict=True)]
     )
-    runs = {"r": {"base_model": "qwen", "ruleset": "legacy", "reward": "v1", "report_step": 50}}
+    runs = {
+        run: {"base_model": "qwen", "ruleset": "legacy", "reward": reward, "report_step": 50}
+        for run, reward in (("r", "v1"), ("s", "legacy_cumulative"))
+    }
     a = Analysis(data, None, config(runs), samples=20)
-    curves = learning_figure(a, ["r"])
-    score_axes = [ax for ax in curves.axes if ax.get_ylabel().startswith("mean score")]
-    assert score_axes
+    curves, ablation = learning_figure(a, ["r", "s"]), ablation_figure(a, "reward")
+    score_axes = [ax for f in (curves, ablation) for ax in f.axes if ax.get_ylabel().startswith("mean score")]
+    assert len(score_axes) == 2
     for ax in score_axes:
         low, high = ax.get_ylim()
         margin = 0.015 * (high - low)  # a marker drawn on the axis' edge would be cut in half
@@ -297,8 +303,8 @@ def test_every_point_and_bar_of_a_score_lies_inside_its_axes(scores: list[float]
     for patch in ax.patches:
         assert low <= min(patch.get_y(), patch.get_y() + patch.get_height()) <= high
     assert all(low < text.get_position()[1] < high for text in ax.texts)
-    _pyplot().close(curves)
-    _pyplot().close(bars)
+    for figure in (curves, ablation, bars):
+        pyplot().close(figure)
 
 
 def test_a_model_warm_started_on_the_evaluated_tasks_is_marked_so(tmp_path: Path) -> None:
