@@ -1,6 +1,6 @@
 """The step pipeline: one episode at a time over a ruleset instance, plain-dict observations.
 
-It sits below the ruleset registry (it imports no ruleset), so that a ruleset may play its own
+It sits below the ruleset registry (it imports no ruleset, only their base class), so that a ruleset may play its own
 episodes through it (v1 builds its oracle's plan that way); `schemashift.env.Environment` adds
 looking a ruleset up by name.
 """
@@ -8,15 +8,22 @@ looking a ruleset up by name.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from schemashift.env.actions import Action, InvalidAction, parse_action
+from schemashift.env.actions import (
+    CALL_TOOL,
+    COMPLETE_TASK,
+    INSPECT_SCHEMA,
+    REPORT_DRIFT,
+    RETRY_WITH_VARIANT,
+    Action,
+    InvalidAction,
+    parse_action,
+)
 from schemashift.env.arms import DEFAULT_ARM, check_arm
 from schemashift.env.episode import Episode
-from schemashift.env.frozen import KEPT, FrozenDict, freeze, frozen_view
-
-if TYPE_CHECKING:
-    from schemashift.env.rulesets.base import Ruleset
+from schemashift.env.frozen import EMPTY_LIST, KEPT, FrozenDict, freeze, frozen_view
+from schemashift.env.rulesets.base import Ruleset
 
 #: the seeds an episode may have: what the records' int64 `seed` column holds
 SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1
@@ -51,6 +58,24 @@ class StepPipeline:
         # Set lookups for validating every action.
         self._tool_names = frozenset(self.ruleset.tool_names)
         self._drift_kinds = frozenset(self.ruleset.drift_kinds)
+        # Hooks a ruleset leaves as the base class has them are not called through it at every
+        # step: `dispatch` becomes a lookup of the handler by action type, and the no-op
+        # `before_effects` is skipped (its `pre` is None). A ruleset that overrides either keeps it.
+        rs_class = type(ruleset)
+        self._routes: dict[str, Any] | None = (
+            {
+                CALL_TOOL: ruleset.call_tool,
+                RETRY_WITH_VARIANT: ruleset.call_tool,
+                INSPECT_SCHEMA: ruleset.inspect,
+                REPORT_DRIFT: ruleset.report,
+                COMPLETE_TASK: ruleset.complete,
+            }
+            if rs_class.dispatch is Ruleset.dispatch
+            else None
+        )
+        self._before_effects = (
+            None if rs_class.before_effects is Ruleset.before_effects else ruleset.before_effects
+        )
 
     def reset(
         self, scenario: str, seed: int = 0, *, episode_id: str | None = None, arm: str = DEFAULT_ARM
@@ -107,13 +132,15 @@ class StepPipeline:
         fired = rs.fire_drifts(ep, parsed)
         if parsed is None:
             response, feedback = rs.invalid_step(ep, action, invalid)
+        elif self._routes is not None:
+            response, feedback = self._routes[parsed.type](ep, parsed)
         else:
             response, feedback = rs.dispatch(ep, parsed)
         # What a step produces is frozen where it is made: the record, the history and every
         # view then share it, and no copy is needed when a policy is shown it.
         if type(response) not in KEPT:
             response = freeze(response)
-        pre = rs.before_effects(ep, parsed, response)
+        pre = None if self._before_effects is None else self._before_effects(ep, parsed, response)
         rs.apply_effects(ep, parsed, response)
         record = {
             "step": ep.step,
@@ -122,7 +149,7 @@ class StepPipeline:
             else freeze({"type": "invalid", "raw": _printable(action)}),
             "response": response,
             "feedback": feedback,
-            "drift_events": [d.spec.to_dict() for d in fired] if fired else [],
+            "drift_events": [d.spec.to_dict() for d in fired] if fired else EMPTY_LIST,
             "reward": None,
         }
         ep.history.append(record)

@@ -91,6 +91,8 @@ class LegacyRuleset(Ruleset):
             ScenarioInfo(sid, s["tier"], sid, s["tools"], s["max_steps"], s["description"])
             for sid, s in SCENARIOS.items()
         ]
+        #: each scenario's completion in the empty agent state, where every episode starts
+        self._start_completions = {sid: _completion(s["ground_truth"], {}) for sid, s in SCENARIOS.items()}
         #: the documentation by tools and the drift specs applied (see `documentation`)
         self._drifted_docs: dict[tuple[Any, ...], tuple[tuple[DriftSpec, ...], dict[str, Any]]] = {}
 
@@ -147,8 +149,10 @@ class LegacyRuleset(Ruleset):
         # episodes.
         ep.extra["applied"] = ()  # the drift specs applied so far, in order (`documentation`)
         ep.extra["visible_drifts"] = EMPTY_LIST
-        ep.extra["completion"] = None
-        ep.extra["known_state"] = None
+        # Every episode starts from the empty agent state: its completion and its snapshot are the
+        # scenario's own, not worked out again at every reset.
+        ep.extra["completion"] = self._start_completions[task.scenario]
+        ep.extra["known_state"] = EMPTY_STATE
         ep.extra["drift_tally"] = DriftTally(ep)
         return ep
 
@@ -242,7 +246,7 @@ class LegacyRuleset(Ruleset):
             if drift is not None:
                 drift.detected = True
                 drift.reported_step = ep.step
-                ep.extra["drift_tally"].detected += 1
+                ep.extra["drift_tally"].detect()
                 spec = drift.spec
                 ep.extra["visible_drifts"] = freeze(
                     [
@@ -256,8 +260,8 @@ class LegacyRuleset(Ruleset):
                     ]
                 )
         elif action.type in TOOL_CALL_TYPES and response is not None and response["ok"]:
-            _track_progress(ep.agent_state, action.tool, action.endpoint, action.params, response["body"])
-            ep.extra["completion"] = ep.extra["known_state"] = None
+            if _track_progress(ep.agent_state, action.tool, action.endpoint, action.params, response["body"]):
+                ep.extra["completion"] = ep.extra["known_state"] = None
 
     def reward(
         self, ep: Episode, action: Action | None, response: Response | None, pre: float
@@ -265,7 +269,7 @@ class LegacyRuleset(Ruleset):
         extra = ep.extra
         cached = extra["completion"]
         if cached is None:
-            cached = extra["completion"] = _completion(ep)
+            cached = extra["completion"] = _completion(ep.task.ground_truth, ep.agent_state)
         completion, all_met = cached
         drift_detection, adaptation = extra["drift_tally"].scores_after(ep, action, response)
         task = ep.task
@@ -434,9 +438,11 @@ def _matching_drift(ep: Episode, action: Action) -> DriftEvent | None:
 
 def _track_progress(
     state: dict[str, Any], tool: str, endpoint: str, params: dict[str, Any], body: Any
-) -> None:
+) -> bool:
     """Progress flags from a successful call (spec 7): values come from the request params,
-    except calendar attendees, which come from the response body. Flags never revert."""
+    except calendar attendees, which come from the response body. Flags never revert. Whether
+    the call may have changed the state (a call that tracks nothing, a search, leaves it as it
+    was, and what the state decides need not be worked out again)."""
     if tool == "mail" and endpoint in SEND_ENDPOINTS:
         state["mail.sent_count"] = state.get("mail.sent_count", 0) + 1
         to = params.get("to", "")
@@ -466,11 +472,16 @@ def _track_progress(
             key = "calendar.events_count_new_friday_wrapup"
             state[key] = state.get(key, 0) + 1
     elif tool == "calendar" and endpoint == "update_event":
-        if "event_id" in params and "status" in params:
-            state[f"calendar.{params['event_id']}_status"] = params["status"]
+        if "event_id" not in params or "status" not in params:
+            return False
+        state[f"calendar.{params['event_id']}_status"] = params["status"]
     elif tool == "crm" and endpoint in CONTACT_UPDATE_ENDPOINTS:
-        if "contact_id" in params and "status" in params:
-            state[f"crm.contact_{params['contact_id']}_status"] = params["status"]
+        if "contact_id" not in params or "status" not in params:
+            return False
+        state[f"crm.contact_{params['contact_id']}_status"] = params["status"]
+    else:
+        return False
+    return True
 
 
 @cache
@@ -479,10 +490,12 @@ def _frozen_criteria(criteria: tuple[str, ...]) -> FrozenList:
     return FrozenList(criteria)
 
 
-def _completion(ep: Episode) -> tuple[float, bool]:
+#: the agent state every episode starts with, as views show it
+EMPTY_STATE = FrozenDict()
+
+
+def _completion(truth: dict[str, Any], state: dict[str, Any]) -> tuple[float, bool]:
     """(fraction of ground-truth keys met, all met); the caller caches it until the state changes."""
-    truth = ep.task.ground_truth
-    state = ep.agent_state
     met = 0
     for key, expected in truth.items():
         actual = state.get(key)
@@ -499,15 +512,22 @@ class DriftTally:
 
     A drift counts as fired from the step it is planned for (`fires_at_step <= step`, whether
     or not it was applied). Its adaptation opportunity is the first call on its tool strictly
-    after that step; `pending` holds the fired drifts still waiting for one.
+    after that step; `pending` holds the fired drifts still waiting for one. The scores are
+    worked out again only on steps that change a count (`scores` is None then).
     """
 
-    __slots__ = ("fired", "detected", "opportunities", "adapted", "pending")
+    __slots__ = ("fired", "detected", "opportunities", "adapted", "pending", "scores")
 
     def __init__(self, ep: Episode) -> None:
         self.pending = [d for d in ep.drifts if d.spec.fires_at_step <= 0]
         self.fired = len(self.pending)
         self.detected = self.opportunities = self.adapted = 0
+        self.scores: tuple[float, float] | None = None
+
+    def detect(self) -> None:
+        """A report named one more drift correctly."""
+        self.detected += 1
+        self.scores = None
 
     def scores_after(self, ep: Episode, action: Action, response: Response | None) -> tuple[float, float]:
         """(detection, adaptation) once this step's drifts and call are counted."""
@@ -515,6 +535,7 @@ class DriftTally:
         if due:
             self.fired += len(due)
             self.pending.extend(due)
+            self.scores = None
         if self.pending and action.present and action.type in TOOL_CALL_TYPES:
             for drift in list(self.pending):
                 if drift.spec.tool == action.tool and drift.spec.fires_at_step < ep.step:
@@ -522,6 +543,13 @@ class DriftTally:
                     self.opportunities += 1
                     if response is not None and response["ok"]:
                         self.adapted += 1
-        if self.fired == 0:
-            return 0.0, 0.0
-        return self.detected / self.fired, (self.adapted / self.opportunities if self.opportunities else 0.0)
+                    self.scores = None
+        scores = self.scores
+        if scores is None:
+            if self.fired == 0:
+                scores = (0.0, 0.0)
+            else:
+                opportunities = self.opportunities
+                scores = (self.detected / self.fired, self.adapted / opportunities if opportunities else 0.0)
+            self.scores = scores
+        return scores
