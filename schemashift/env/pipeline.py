@@ -1,8 +1,8 @@
 """The step pipeline: one episode at a time over a ruleset instance, plain-dict observations.
 
-It sits below the ruleset registry (it imports no ruleset, only their base class), so that a ruleset may play its own
-episodes through it (v1 builds its oracle's plan that way); `schemashift.env.Environment` adds
-looking a ruleset up by name.
+It sits below the ruleset registry (it imports no ruleset, only their base class), so that a
+ruleset may play its own episodes through it (v1 builds its oracle's plan that way);
+`schemashift.env.Environment` adds looking a ruleset up by name.
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ class StepPipeline:
         self.ruleset = ruleset
         self.episode: Episode | None = None
         self.snapshots = snapshots
+        # The check costs as much as a twentieth of a legacy step (a type() call per part), and
+        # the built-in rulesets build every part frozen (tests/env/test_observation_snapshots.py).
+        self._check_views = snapshots and not ruleset.frozen_views
         # Set lookups for validating every action.
         self._tool_names = frozenset(self.ruleset.tool_names)
         self._drift_kinds = frozenset(self.ruleset.drift_kinds)
@@ -92,7 +95,7 @@ class StepPipeline:
             )
         self.episode = self.ruleset.new_episode(scenario, seed, episode_id, arm=check_arm(arm))
         view = self.ruleset.observe(self.episode, "Episode started.")
-        if not self.snapshots or KEPT.issuperset(map(type, view.values())):
+        if not self._check_views or KEPT.issuperset(map(type, view.values())):
             return view
         return frozen_view(view)
 
@@ -164,9 +167,9 @@ class StepPipeline:
         ep.visible_history.append(shown if type(shown) in KEPT else freeze(shown))
         view = rs.observe(ep, feedback)
         # `Ruleset.observe` makes a new top-level dict at every call, so a view whose parts are
-        # all frozen already (the built-in rulesets make them so) is the policy's own snapshot as
-        # it is, told by one check at C speed; any other is copied over frozen parts.
-        if not self.snapshots or KEPT.issuperset(map(type, view.values())):
+        # all frozen already is the policy's own snapshot as it is: a ruleset that builds them so
+        # says it (`frozen_views`), any other's views are checked and copied over frozen parts.
+        if not self._check_views or KEPT.issuperset(map(type, view.values())):
             return view, reward
         return frozen_view(view), reward
 

@@ -20,8 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schemashift.env import Environment, get_ruleset
+from schemashift.env.actions import InvalidAction
 from schemashift.env.frozen import FrozenDict, FrozenList, ReadOnlyError, freeze
-from schemashift.policies import make_policy
+from schemashift.policies import BUILTIN, make_policy
 from schemashift.rollout.runner import Cell
 
 SEEDS = (0, 1, 2)
@@ -188,6 +189,42 @@ def test_views_share_no_mutable_container_with_each_other_or_the_episode(ruleset
             shared = [episode_containers[i] for i in episode_containers.keys() & given]
             # the episode may hold what it froze itself; nothing mutable is ever shared
             assert all(type(c) in (FrozenDict, FrozenList) for c in shared), f"the episode's {name}"
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("ruleset", ["legacy", "v1"])
+def test_a_ruleset_that_says_its_views_are_frozen_builds_every_part_frozen(ruleset):
+    """`frozen_views` lets the Environment hand views out unchecked, so the claim is checked here
+    instead: every built-in policy that plays the ruleset (the random one's invalid actions
+    included), every cell, every view and reward breakdown, at every depth."""
+    rs = get_ruleset(ruleset)
+    assert rs.frozen_views
+    env = Environment(ruleset)
+    for name in BUILTIN:
+        try:
+            policy = make_policy(name, ruleset)
+        except ValueError:  # a policy that does not play this ruleset
+            continue
+        for scenario, seed in cells(ruleset):
+            policy.reset()
+            if hasattr(policy, "start_episode"):
+                policy.start_episode(Cell(ruleset, scenario, seed))
+            observation = env.reset(scenario, seed)
+            views, rewards = [observation], []
+            while not observation["done"]:
+                action = policy.act(observation)
+                try:
+                    observation, reward = env.step(action)
+                except InvalidAction:
+                    continue
+                views.append(observation)
+                rewards.append(reward)
+            for view in views:
+                assert type(view) is dict, (name, scenario, seed)
+                for part in view.values():
+                    _check_frozen(part, set())
+            for reward in rewards:
+                _check_frozen(reward, set())
 
 
 def _check_frozen(value: Any, given: set[int]) -> None:

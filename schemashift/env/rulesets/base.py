@@ -85,6 +85,10 @@ class Ruleset:
     #: the arms it plays (`env.arms`): the drift arm, and the control arm where its oracle and
     #: grading hold without a drift plan
     arms: tuple[str, ...] = ARMS
+    #: True: every part of every view `observe` returns is frozen (`schemashift.env.frozen` types
+    #: or immutable leaves), so the Environment hands views out as they are; False: it checks each
+    #: view and freezes the parts that are not
+    frozen_views: bool = False
 
     # -- catalogue ------------------------------------------------------------------------------
     def scenarios(self) -> list[ScenarioInfo]:

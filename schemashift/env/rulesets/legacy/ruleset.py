@@ -85,6 +85,8 @@ class LegacyRuleset(Ruleset):
     #: the original has no control arm, and its published solutions are written for the drifted schemas
     arms = (DRIFT,)
     seeds_vary_task = False
+    #: observe builds every part of a view frozen (tests/env/test_observation_snapshots.py)
+    frozen_views = True
 
     def __init__(self) -> None:
         self._infos = [

@@ -62,6 +62,8 @@ class V1Ruleset(Ruleset):
     drift_kinds = DRIFT_KINDS
     invalid_actions_consume_step = True
     charges_tokens = True
+    #: observe builds every part of a view frozen (tests/env/test_observation_snapshots.py)
+    frozen_views = True
 
     def __init__(self) -> None:
         self._infos = [
