@@ -160,12 +160,13 @@ def parse_action(data: Any, tools: Collection[str], drift_kinds: Collection[str]
         if not isinstance(data, dict):
             raise InvalidAction(f"an action must be a JSON object, got {type(data).__name__}")
     kind = data.get("type")
-    key = SUBOBJECT.get(kind) if isinstance(kind, str) else None
-    if key is None:
+    try:
+        key = SUBOBJECT[kind]
+    except (KeyError, TypeError):  # not a type's name, or not even hashable
         if "type" not in data:
-            raise InvalidAction(f"action has no 'type'; expected one of {list(ACTION_TYPES)}")
-        raise InvalidAction(f"unknown action type {kind!r}; expected one of {list(ACTION_TYPES)}")
-    if len(data) > 2 or (len(data) == 2 and key not in data):
+            raise InvalidAction(f"action has no 'type'; expected one of {list(ACTION_TYPES)}") from None
+        raise InvalidAction(f"unknown action type {kind!r}; expected one of {list(ACTION_TYPES)}") from None
+    if len(data) > 1 + (key in data):  # a key beside `type` and this type's own sub-object
         # Sub-objects of other types are not read, but they are validated as the original did.
         for other_kind, other_key in SUBOBJECT.items():
             if other_key != key and data.get(other_key) is not None:

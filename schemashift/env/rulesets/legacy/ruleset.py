@@ -133,7 +133,8 @@ class LegacyRuleset(Ruleset):
         # Per-episode caches: parts of the observation that change rarely or never, and the
         # completion score, which only changes when the agent state does.
         task = ep.task
-        # Observation fields that never change within an episode, in the spec's key order.
+        # Observation fields that never change within an episode, then those `observe` sets, in
+        # the spec's key order.
         ep.extra["observation_base"] = {
             "episode_id": ep.episode_id,
             "ruleset": self.name,
@@ -145,6 +146,15 @@ class LegacyRuleset(Ruleset):
             "token_budget_remaining": task.token_budget,
             "task_description": task.description,
             "success_criteria": _frozen_criteria(task.success_criteria),
+            # Set by `observe` at every view; present here so that a view's copy of this dict
+            # has room for them (adding them would grow the copy's table at every step).
+            "tool_schemas": None,
+            "known_state": None,
+            "history": EMPTY_LIST,
+            "last_response": None,
+            "drift_events_visible": EMPTY_LIST,
+            "done": False,
+            "feedback": "",
         }
         # Parts of views are frozen where they are made (see schemashift.env.frozen), and
         # those every episode starts with, the documentation included, are shared between
