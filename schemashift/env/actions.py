@@ -34,6 +34,11 @@ ACTION_TYPES = tuple(SUBOBJECT)
 TOOL_CALL_TYPES = frozenset({CALL_TOOL, RETRY_WITH_VARIANT})
 
 
+#: how many distinct actions' frozen forms are kept (`Action.frozen`)
+FROZEN_ACTIONS_KEPT = 1024
+_FROZEN_ACTIONS: dict[tuple[Any, ...], FrozenDict] = {}
+
+
 class InvalidAction(ValueError):
     """An action that cannot be read: malformed JSON, unknown type, tool or drift kind, bad fields."""
 
@@ -88,15 +93,36 @@ class Action:
         return {"type": self.type, key: sub}
 
     def frozen(self) -> FrozenDict:
-        """`to_dict()` as read-only data (see schemashift.env.frozen), built directly: the step
-        record's action, shared with the history and every view."""
+        """`to_dict()` as read-only data (see schemashift.env.frozen): the step record's action,
+        shared with the history and every view.
+
+        Built once per distinct action and then shared (it is read-only): a policy sends the same
+        inspection, report, completion or call with the same frozen parameters again and again,
+        and each build was two frozen dicts, a tenth of a legacy step. Parameters are told apart
+        by identity (frozen ones cannot change); a call with plain parameters, frozen afresh at
+        every step, is built every time.
+        """
+        kind = self.type
+        params = self.params
+        if kind in TOOL_CALL_TYPES and self.present:
+            if type(params) is not FrozenDict:
+                return self._build(freeze(params))
+            memo_key: tuple[Any, ...] = (kind, self.tool, self.endpoint, id(params))
+        else:
+            memo_key = (kind, self.present, self.tool, self.drift_kind, self.description, self.summary)
+        form = _FROZEN_ACTIONS.get(memo_key)
+        if form is None:
+            if len(_FROZEN_ACTIONS) >= FROZEN_ACTIONS_KEPT:
+                _FROZEN_ACTIONS.clear()
+            # The form holds the parameters, so no other object takes their id while it is kept.
+            form = _FROZEN_ACTIONS[memo_key] = self._build(params)
+        return form
+
+    def _build(self, params: FrozenDict | None) -> FrozenDict:
         key = SUBOBJECT[self.type]
         if not self.present:
             return FrozenDict(type=self.type)
         if self.type in TOOL_CALL_TYPES:
-            params = self.params
-            if type(params) is not FrozenDict:
-                params = freeze(params)
             sub = FrozenDict(tool=self.tool, endpoint=self.endpoint, params=params)
         elif self.type == INSPECT_SCHEMA:
             sub = FrozenDict(tool=self.tool)

@@ -31,7 +31,7 @@ def fail(status: int, error: str) -> Response:
 def copy_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Private copies of seed records. Shallow on purpose: handlers replace nested values
     (attendee lists and the like) and never mutate them in place, so sharing them is safe."""
-    return [dict(record) for record in records]
+    return list(map(dict, records))
 
 
 class NotFound(LookupError):

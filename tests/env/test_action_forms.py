@@ -1,0 +1,101 @@
+"""An action's frozen form (the step record's action) is built once per distinct action and shared
+(`Action.frozen`): it must always be the action's own canonical form, whatever was sent before."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from schemashift.env import actions
+from schemashift.env.actions import parse_action
+from schemashift.env.frozen import FrozenDict, FrozenList, freeze
+
+TOOLS = frozenset({"mail", "calendar", "crm"})
+KINDS = frozenset({"field_rename", "tool_removal"})
+
+_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.text(max_size=3)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_ACTION = st.one_of(
+    st.builds(
+        lambda kind, tool, endpoint, params: (
+            {kind: {"tool": tool, "endpoint": endpoint, "params": params}}
+            | {"type": {"tool_call": "call_tool", "retry": "retry_with_variant"}[kind]}
+        ),
+        st.sampled_from(["tool_call", "retry"]),
+        st.sampled_from(sorted(TOOLS)),
+        st.sampled_from(["send_message", "create_event", "x"]),
+        st.dictionaries(st.sampled_from(["to", "subject", "a"]), _JSON, max_size=3),
+    ),
+    st.builds(
+        lambda tool: {"type": "inspect_schema", "inspect": {"tool": tool}}, st.sampled_from(sorted(TOOLS))
+    ),
+    st.builds(
+        lambda tool, kind, text: {
+            "type": "report_drift",
+            "report": {"tool": tool, "drift_kind": kind, "description": text},
+        },
+        st.sampled_from(sorted(TOOLS)),
+        st.sampled_from(sorted(KINDS)),
+        st.text(max_size=4),
+    ),
+    st.builds(lambda text: {"type": "complete_task", "complete": {"summary": text}}, st.text(max_size=4)),
+    st.sampled_from([{"type": kind} for kind in ("call_tool", "inspect_schema", "complete_task")]),
+)
+
+
+def _deeply_frozen(value) -> bool:
+    if isinstance(value, dict):
+        return type(value) is FrozenDict and all(_deeply_frozen(v) for v in value.values())
+    if isinstance(value, list):
+        return type(value) is FrozenList and all(_deeply_frozen(v) for v in value)
+    return True
+
+
+@pytest.mark.timeout(120)
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_ACTION, st.booleans()), min_size=1, max_size=12))
+def test_every_action_gets_its_own_canonical_frozen_form(actions):
+    """Sent in any order, with parameters plain or frozen (a frozen one may be sent again): the
+    frozen form is always the canonical form of the action just parsed, deeply read-only."""
+    sent = []
+    for action, frozen_params in actions:
+        sub = next((v for k, v in action.items() if k != "type"), None)
+        if frozen_params and isinstance(sub, dict) and "params" in sub:
+            sub["params"] = freeze(sub["params"])
+        sent.append(action)
+        for again in sent[-2:]:  # the same objects sent again hit what was kept for them
+            parsed = parse_action(again, TOOLS, KINDS)
+            form = parsed.frozen()
+            assert json.dumps(form) == json.dumps(parsed.to_dict())
+            assert _deeply_frozen(form)
+
+
+@pytest.mark.timeout(60)
+def test_a_kept_form_is_never_handed_to_other_parameters_at_a_reused_address():
+    """Forms are told apart by the parameters' identity, and an entry keeps its parameters alive,
+    so their address cannot be reused while it is kept; once the memo is full and cleared, freed
+    parameters' addresses are reused (CPython hands them out at once) and must get their own form.
+    The memo stays within its bound."""
+    seen: set[int] = set()
+    reused = 0
+    for i in range(3 * actions.FROZEN_ACTIONS_KEPT):
+        params = FrozenDict(to=f"person{i}@company.com")
+        reused += id(params) in seen
+        seen.add(id(params))
+        action = {
+            "type": "call_tool",
+            "tool_call": {"tool": "mail", "endpoint": "send_message", "params": params},
+        }
+        form = parse_action(action, TOOLS, KINDS).frozen()
+        assert form["tool_call"]["params"]["to"] == f"person{i}@company.com"
+        assert len(actions._FROZEN_ACTIONS) <= actions.FROZEN_ACTIONS_KEPT
+        del params, action, form
+    assert reused, "no address was reused, so nothing was tested"
