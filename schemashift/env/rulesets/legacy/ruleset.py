@@ -8,7 +8,6 @@ drift step, exact-count ground truth and sticky progress flags. The seed is acce
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 from schemashift.env.actions import (
@@ -93,6 +92,10 @@ class LegacyRuleset(Ruleset):
             ScenarioInfo(sid, s["tier"], sid, s["tools"], s["max_steps"], s["description"])
             for sid, s in SCENARIOS.items()
         ]
+        #: each scenario's fields of a view, in the spec's key order; `new_episode` copies one
+        self._view_bases = {sid: _view_base(self.name, sid, s) for sid, s in SCENARIOS.items()}
+        #: the documentation before any drift, by tool set
+        self._start_docs: dict[tuple[str, ...], dict[str, Any]] = {}
         #: each scenario's completion in the empty agent state, where every episode starts
         self._start_completions = {sid: _completion(s["ground_truth"], {}) for sid, s in SCENARIOS.items()}
         #: the documentation by tools and the drift specs applied (see `documentation`)
@@ -130,36 +133,20 @@ class LegacyRuleset(Ruleset):
         self, scenario: str, seed: int, episode_id: str | None = None, *, arm: str = DEFAULT_ARM
     ) -> Episode:
         ep = super().new_episode(scenario, seed, episode_id, arm=arm)
-        # Per-episode caches: parts of the observation that change rarely or never, and the
-        # completion score, which only changes when the agent state does.
         task = ep.task
-        # Observation fields that never change within an episode, then those `observe` sets, in
-        # the spec's key order.
-        ep.extra["observation_base"] = {
-            "episode_id": ep.episode_id,
-            "ruleset": self.name,
-            "task_id": task.scenario,
-            "seed": task.seed,
-            "difficulty": task.tier,
-            "step": 0,
-            "max_steps": task.max_steps,
-            "token_budget_remaining": task.token_budget,
-            "task_description": task.description,
-            "success_criteria": _frozen_criteria(task.success_criteria),
-            # Set by `observe` at every view; present here so that a view's copy of this dict
-            # has room for them (adding them would grow the copy's table at every step).
-            "tool_schemas": None,
-            "known_state": None,
-            "history": EMPTY_LIST,
-            "last_response": None,
-            "drift_events_visible": EMPTY_LIST,
-            "done": False,
-            "feedback": "",
-        }
+        # The view's fields of the scenario, with this episode's own: a copy of a dict built once.
+        base = self._view_bases[task.scenario].copy()
+        base["episode_id"] = ep.episode_id
+        base["seed"] = task.seed
+        ep.extra["observation_base"] = base
         # Parts of views are frozen where they are made (see schemashift.env.frozen), and
         # those every episode starts with, the documentation included, are shared between
         # episodes.
         ep.extra["applied"] = ()  # the drift specs applied so far, in order (`documentation`)
+        docs = self._start_docs.get(task.tools)
+        if docs is None:
+            docs = self._start_docs[task.tools] = self.documentation(ep)
+        ep.docs = docs
         ep.extra["visible_drifts"] = EMPTY_LIST
         # Every episode starts from the empty agent state: its completion and its snapshot are the
         # scenario's own, not worked out again at every reset.
@@ -496,10 +483,29 @@ def _track_progress(
     return True
 
 
-@cache
-def _frozen_criteria(criteria: tuple[str, ...]) -> FrozenList:
-    """A scenario's success criteria as views show them, built once and shared by its episodes."""
-    return FrozenList(criteria)
+def _view_base(ruleset: str, scenario: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A scenario's fields of a view: those that never change within an episode (the episode's id
+    and seed are filled in at reset), then those `observe` sets at every view, present already so
+    that a view's copy of this dict has room for them (adding them would grow it at every step)."""
+    return {
+        "episode_id": None,
+        "ruleset": ruleset,
+        "task_id": scenario,
+        "seed": None,
+        "difficulty": spec["tier"],
+        "step": 0,
+        "max_steps": spec["max_steps"],
+        "token_budget_remaining": spec["token_budget"],
+        "task_description": spec["description"],
+        "success_criteria": FrozenList(spec["success_criteria"]),
+        "tool_schemas": None,
+        "known_state": None,
+        "history": EMPTY_LIST,
+        "last_response": None,
+        "drift_events_visible": EMPTY_LIST,
+        "done": False,
+        "feedback": "",
+    }
 
 
 #: the agent state every episode starts with, as views show it
