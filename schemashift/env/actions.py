@@ -178,7 +178,7 @@ def holds_lone_surrogate(text: str | bytes, value: Any) -> bool:
 
 def parse_action(data: Any, tools: Collection[str], drift_kinds: Collection[str]) -> Action:
     """Validate an action given as a dict (or JSON text) against the ruleset's vocabulary."""
-    if type(data) is not dict:
+    if type(data) is not dict and type(data) is not FrozenDict:
         if isinstance(data, Action):
             return data
         if isinstance(data, (str, bytes)):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from schemashift.env.frozen import FrozenDict, FrozenList
+from schemashift.env.frozen import FrozenDict, FrozenList, freeze
 from schemashift.policies import base
 from schemashift.policies.base import EMAIL_PATTERN, ActionDict, Observation
 
@@ -55,6 +55,10 @@ class TaskReading:
             title=self.title, start=EVENT_START, end=EVENT_END, attendees=FrozenList(DEFAULT_ATTENDEES)
         )
         self.search_params = FrozenDict(customer_email=self.first_email or "bob@customer.com")
+        # The calls themselves, frozen too: the Environment reads them and keeps nothing of a policy's.
+        self.send = freeze(base.call_tool("mail", "send_message", self.send_params))
+        self.create = freeze(base.call_tool("calendar", "create_event", self.event_params))
+        self.search = freeze(base.call_tool("crm", "search_contacts", self.search_params))
 
 
 #: readings of recently seen task texts; tasks repeat across episodes
@@ -73,6 +77,7 @@ class PolicyAwareHeuristic:
         self.last_tool: str | None = None
         self.last_endpoint: str | None = None
         self.last_params: dict[str, Any] | None = None
+        # The tools inspected, reported and retried: at most once each per episode.
         self.inspected: set[str] = set()
         self.reported: set[str] = set()
         self.retried: set[str] = set()
@@ -96,8 +101,9 @@ class PolicyAwareHeuristic:
         self.last_tool, self.last_endpoint, self.last_params = tool, endpoint, params
 
     def act(self, observation: Observation) -> ActionDict:
-        schemas: dict[str, Any] = observation.get("tool_schemas") or {}
-        last = observation.get("last_response")
+        # The fields every view of the rulesets it plays has (the original read them as attributes).
+        schemas: dict[str, Any] = observation["tool_schemas"] or {}
+        last = observation["last_response"]
         last_ok = bool(last and last.get("ok"))
         tool = self.last_tool
 
@@ -126,24 +132,24 @@ class PolicyAwareHeuristic:
         return self._dispatch(observation, schemas)
 
     def _dispatch(self, observation: Observation, schemas: dict[str, Any]) -> ActionDict:
-        text = observation.get("task_description", "")
+        text = observation["task_description"]
         if text != self._text:
             self._read_task(text)
         task = self.task
-        known = observation.get("known_state") or {}
+        known = observation["known_state"] or {}
         if "mail" in schemas and task.wants_mail and not known.get("mail.sent_count", 0) > 0:
             params = task.send_params
             self._called("mail", "send_message", params)
-            return base.call_tool("mail", "send_message", params)
+            return task.send
         if "calendar" in schemas and task.wants_calendar and not known.get("calendar.events_count", 0) > 0:
             params = task.event_params
             self._called("calendar", "create_event", params)
-            return base.call_tool("calendar", "create_event", params)
+            return task.create
         if "crm" in schemas and task.wants_crm:
             if self.contact_id_seen is None:
                 params = task.search_params
                 self._called("crm", "search_contacts", params)
-                return base.call_tool("crm", "search_contacts", params)
+                return task.search
             status_known = any(k.startswith("crm.contact_") and k.endswith("_status") for k in known)
             if task.wants_update and not status_known and not self.attempted_update:
                 params = {"contact_id": self.contact_id_seen, "status": task.quoted_word or "updated"}
