@@ -25,6 +25,8 @@ from schemashift.env.episode import Episode
 from schemashift.env.frozen import EMPTY_LIST, KEPT, FrozenDict, freeze, frozen_view
 from schemashift.env.rulesets.base import Ruleset
 
+#: how many frozen actions' parses a pipeline keeps (a policy's repertoire is far smaller)
+PARSED_KEPT = 1024
 #: the seeds an episode may have: what the records' int64 `seed` column holds
 SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -61,6 +63,8 @@ class StepPipeline:
         # Set lookups for validating every action.
         self._tool_names = frozenset(self.ruleset.tool_names)
         self._drift_kinds = frozenset(self.ruleset.drift_kinds)
+        #: id of a frozen action -> (the action, its parse), for actions that cannot change
+        self._parsed: dict[int, tuple[FrozenDict, Action]] = {}
         # Hooks a ruleset leaves as the base class has them are not called through it at every
         # step: `dispatch` becomes a lookup of the handler by action type, and the no-op
         # `before_effects` is skipped (its `pre` is None). A ruleset that overrides either keeps it.
@@ -116,12 +120,24 @@ class StepPipeline:
             raise ValueError(f"tokens_used must be a non-negative integer, got {tokens_used!r}")
         rs = self.ruleset
         invalid: InvalidAction | None = None
-        try:
-            parsed: Action | None = parse_action(action, self._tool_names, self._drift_kinds)
-        except InvalidAction as exc:
-            if not rs.invalid_actions_consume_step:
-                raise
-            parsed, invalid = None, exc
+        # A frozen action cannot change, so its validation could only give the same answer again:
+        # one sent again (a policy that keeps its actions frozen) is looked up, not parsed.
+        kept = self._parsed.get(id(action)) if type(action) is FrozenDict else None
+        if kept is not None:
+            parsed: Action | None = kept[1]
+        else:
+            try:
+                parsed = parse_action(action, self._tool_names, self._drift_kinds)
+            except InvalidAction as exc:
+                if not rs.invalid_actions_consume_step:
+                    raise
+                parsed, invalid = None, exc
+            else:
+                if type(action) is FrozenDict and _cannot_change(action):
+                    if len(self._parsed) >= PARSED_KEPT:
+                        self._parsed.clear()
+                    # The entry holds the action, so no other object takes its id while it is kept.
+                    self._parsed[id(action)] = (action, parsed)
         if parsed is not None and parsed.params is not None and type(parsed.params) is not FrozenDict:
             # A frozen copy: the policy's own objects never reach the world or the records.
             if parsed is action:
@@ -172,6 +188,17 @@ class StepPipeline:
         if not self._check_views or KEPT.issuperset(map(type, view.values())):
             return view, reward
         return frozen_view(view), reward
+
+
+def _cannot_change(action: FrozenDict) -> bool:
+    """Whether everything parsing reads of a frozen action is frozen too: its values and those of
+    its sub-objects (parameters are read as a whole, and a frozen dict of them is kept as it is)."""
+    for value in action.values():
+        if type(value) not in KEPT or (
+            type(value) is FrozenDict and not KEPT.issuperset(map(type, value.values()))
+        ):
+            return False
+    return True
 
 
 def _printable(action: Any) -> Any:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
+
+from schemashift.env.frozen import freeze
 
 Observation = dict[str, Any]
 ActionDict = dict[str, Any]
@@ -32,13 +35,23 @@ def retry_with_variant(tool: str, endpoint: str, params: dict[str, Any]) -> Acti
     return {"type": "retry_with_variant", "retry": {"tool": tool, "endpoint": endpoint, "params": params}}
 
 
+# The actions below are frozen and kept per argument: a policy sends the same inspection, report
+# or completion again and again, and the Environment validates a frozen action once (it cannot
+# change) instead of at every step. Sharing them is safe: nothing can edit them.
+
+
+@lru_cache(maxsize=1024)
 def inspect_schema(tool: str) -> ActionDict:
-    return {"type": "inspect_schema", "inspect": {"tool": tool}}
+    return freeze({"type": "inspect_schema", "inspect": {"tool": tool}})
 
 
+@lru_cache(maxsize=1024)
 def report_drift(tool: str, kind: str, description: str) -> ActionDict:
-    return {"type": "report_drift", "report": {"tool": tool, "drift_kind": kind, "description": description}}
+    return freeze(
+        {"type": "report_drift", "report": {"tool": tool, "drift_kind": kind, "description": description}}
+    )
 
 
+@lru_cache(maxsize=1024)
 def complete_task(summary: str) -> ActionDict:
-    return {"type": "complete_task", "complete": {"summary": summary}}
+    return freeze({"type": "complete_task", "complete": {"summary": summary}})

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemashift.env import actions
-from schemashift.env.actions import parse_action
+from schemashift.env import Environment, actions
+from schemashift.env.actions import InvalidAction, parse_action
 from schemashift.env.frozen import FrozenDict, FrozenList, freeze
 
 TOOLS = frozenset({"mail", "calendar", "crm"})
@@ -99,3 +99,37 @@ def test_a_kept_form_is_never_handed_to_other_parameters_at_a_reused_address():
         assert len(actions._FROZEN_ACTIONS) <= actions.FROZEN_ACTIONS_KEPT
         del params, action, form
     assert reused, "no address was reused, so nothing was tested"
+
+
+@pytest.mark.timeout(60)
+def test_a_frozen_action_is_parsed_once_and_a_changeable_one_every_time():
+    """The Environment keeps the parse of a frozen action whose sub-object is frozen too; a frozen
+    action around a plain sub-object can change between steps, so it is parsed at every step and
+    the step follows what it says now."""
+    env = Environment("legacy")
+    env.reset("E1_onboard_new_hire", 0)
+    sub = {"tool": "mail"}
+    shallow = FrozenDict(type="inspect_schema", inspect=sub)
+    first, _ = env.step(shallow)
+    sub["tool"] = "calendar"
+    second, _ = env.step(shallow)
+    assert first["history"][-1]["action"]["inspect"]["tool"] == "mail"
+    assert second["history"][-1]["action"]["inspect"]["tool"] == "calendar"
+    assert second["last_response"]["body"]["schema"] == first["tool_schemas"]["calendar"]
+
+    deep = freeze({"type": "inspect_schema", "inspect": {"tool": "crm"}})
+    for _ in range(2):  # crm is not a tool of this scenario: the same answer both times
+        view, _ = env.step(deep)
+        assert view["last_response"]["status"] == 404
+    assert list(env._parsed.values()) == [(deep, env._parsed[id(deep)][1])]
+
+
+@pytest.mark.timeout(60)
+def test_an_invalid_frozen_action_is_refused_every_time():
+    env = Environment("legacy")
+    env.reset("E1_onboard_new_hire", 0)
+    bad = freeze({"type": "inspect_schema", "inspect": {"tool": "teleporter"}})
+    for _ in range(2):
+        with pytest.raises(InvalidAction):
+            env.step(bad)
+    assert not env._parsed
