@@ -34,11 +34,6 @@ ACTION_TYPES = tuple(SUBOBJECT)
 TOOL_CALL_TYPES = frozenset({CALL_TOOL, RETRY_WITH_VARIANT})
 
 
-#: how many distinct actions' frozen forms are kept (`Action.frozen`)
-FROZEN_ACTIONS_KEPT = 1024
-_FROZEN_ACTIONS: dict[tuple[Any, ...], FrozenDict] = {}
-
-
 class InvalidAction(ValueError):
     """An action that cannot be read: malformed JSON, unknown type, tool or drift kind, bad fields."""
 
@@ -55,6 +50,7 @@ class Action:
         "drift_kind",
         "description",
         "summary",
+        "form",
     )
 
     def __init__(
@@ -76,6 +72,8 @@ class Action:
         self.drift_kind = drift_kind
         self.description = description
         self.summary = summary
+        #: `frozen()`, once built: an action the Environment keeps (`StepPipeline`) is sent again
+        self.form: FrozenDict | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The canonical JSON form: the type and its own sub-object only."""
@@ -94,28 +92,14 @@ class Action:
 
     def frozen(self) -> FrozenDict:
         """`to_dict()` as read-only data (see schemashift.env.frozen): the step record's action,
-        shared with the history and every view.
-
-        Built once per distinct action and then shared (it is read-only): a policy sends the same
-        inspection, report, completion or call with the same frozen parameters again and again,
-        and each build was two frozen dicts, a tenth of a legacy step. Parameters are told apart
-        by identity (frozen ones cannot change); a call with plain parameters, frozen afresh at
-        every step, is built every time.
-        """
-        kind = self.type
-        params = self.params
-        if kind in TOOL_CALL_TYPES and self.present:
-            if type(params) is not FrozenDict:
-                return self._build(freeze(params))
-            memo_key: tuple[Any, ...] = (kind, self.tool, self.endpoint, id(params))
-        else:
-            memo_key = (kind, self.present, self.tool, self.drift_kind, self.description, self.summary)
-        form = _FROZEN_ACTIONS.get(memo_key)
+        shared with the history and every view; built once per Action (an action the Environment
+        keeps the parse of is the same Action at every step it is sent)."""
+        form = self.form
         if form is None:
-            if len(_FROZEN_ACTIONS) >= FROZEN_ACTIONS_KEPT:
-                _FROZEN_ACTIONS.clear()
-            # The form holds the parameters, so no other object takes their id while it is kept.
-            form = _FROZEN_ACTIONS[memo_key] = self._build(params)
+            params = self.params
+            if type(params) is not FrozenDict and self.type in TOOL_CALL_TYPES and self.present:
+                params = freeze(params)
+            form = self.form = self._build(params)
         return form
 
     def _build(self, params: FrozenDict | None) -> FrozenDict:

@@ -1,5 +1,6 @@
-"""An action's frozen form (the step record's action) is built once per distinct action and shared
-(`Action.frozen`): it must always be the action's own canonical form, whatever was sent before."""
+"""An action's frozen form (the step record's action) is built once per Action, and the Environment
+keeps the parse of a frozen action that cannot change: what a step records must always be the
+canonical form of the action just sent, whatever was sent before."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemashift.env import Environment, actions
+from schemashift.env import Environment, pipeline
 from schemashift.env.actions import InvalidAction, parse_action
 from schemashift.env.frozen import FrozenDict, FrozenList, freeze
 
@@ -78,26 +79,31 @@ def test_every_action_gets_its_own_canonical_frozen_form(actions):
             assert _deeply_frozen(form)
 
 
-@pytest.mark.timeout(60)
-def test_a_kept_form_is_never_handed_to_other_parameters_at_a_reused_address():
-    """Forms are told apart by the parameters' identity, and an entry keeps its parameters alive,
-    so their address cannot be reused while it is kept; once the memo is full and cleared, freed
-    parameters' addresses are reused (CPython hands them out at once) and must get their own form.
-    The memo stays within its bound."""
+@pytest.mark.timeout(120)
+def test_a_kept_parse_is_never_handed_to_another_action_at_a_reused_address():
+    """The Environment tells kept parses apart by the action's identity, and an entry keeps its
+    action alive, so the address cannot be reused while it is kept; once the memo is full and
+    cleared, freed actions' addresses are reused (CPython hands them out at once) and must be
+    parsed for what they say. The memo stays within its bound."""
+    env = Environment("legacy")
+    observation = env.reset("E1_onboard_new_hire", 0)
     seen: set[int] = set()
     reused = 0
-    for i in range(3 * actions.FROZEN_ACTIONS_KEPT):
-        params = FrozenDict(to=f"person{i}@company.com")
-        reused += id(params) in seen
-        seen.add(id(params))
-        action = {
-            "type": "call_tool",
-            "tool_call": {"tool": "mail", "endpoint": "send_message", "params": params},
-        }
-        form = parse_action(action, TOOLS, KINDS).frozen()
-        assert form["tool_call"]["params"]["to"] == f"person{i}@company.com"
-        assert len(actions._FROZEN_ACTIONS) <= actions.FROZEN_ACTIONS_KEPT
-        del params, action, form
+    for i in range(3 * pipeline.PARSED_KEPT):
+        if observation["done"]:
+            observation = env.reset("E1_onboard_new_hire", i)
+        action = freeze(
+            {
+                "type": "report_drift",
+                "report": {"tool": "mail", "drift_kind": "field_rename", "description": f"d{i}"},
+            }
+        )
+        reused += id(action) in seen
+        seen.add(id(action))
+        observation, _ = env.step(action)
+        assert env.episode.history[-1]["action"]["report"]["description"] == f"d{i}"
+        assert len(env._parsed) <= pipeline.PARSED_KEPT
+        del action
     assert reused, "no address was reused, so nothing was tested"
 
 
