@@ -55,10 +55,17 @@ class TaskReading:
             title=self.title, start=EVENT_START, end=EVENT_END, attendees=FrozenList(DEFAULT_ATTENDEES)
         )
         self.search_params = FrozenDict(customer_email=self.first_email or "bob@customer.com")
-        # The calls themselves, frozen too: the Environment reads them and keeps nothing of a policy's.
-        self.send = freeze(base.call_tool("mail", "send_message", self.send_params))
-        self.create = freeze(base.call_tool("calendar", "create_event", self.event_params))
-        self.search = freeze(base.call_tool("crm", "search_contacts", self.search_params))
+
+        #: endpoint -> the frozen call the text decides, built when first sent (`call`)
+        self.calls: dict[str, ActionDict] = {}
+
+    def call(self, tool: str, endpoint: str, params: FrozenDict) -> ActionDict:
+        """The call to `endpoint` the text decides, frozen too, so the Environment validates it once
+        (it cannot change); built when first sent, as many texts (v1's, one per seed) never send some."""
+        action = self.calls.get(endpoint)
+        if action is None:
+            action = self.calls[endpoint] = freeze(base.call_tool(tool, endpoint, params))
+        return action
 
 
 #: readings of recently seen task texts; tasks repeat across episodes
@@ -140,16 +147,16 @@ class PolicyAwareHeuristic:
         if "mail" in schemas and task.wants_mail and not known.get("mail.sent_count", 0) > 0:
             params = task.send_params
             self._called("mail", "send_message", params)
-            return task.send
+            return task.call("mail", "send_message", params)
         if "calendar" in schemas and task.wants_calendar and not known.get("calendar.events_count", 0) > 0:
             params = task.event_params
             self._called("calendar", "create_event", params)
-            return task.create
+            return task.call("calendar", "create_event", params)
         if "crm" in schemas and task.wants_crm:
             if self.contact_id_seen is None:
                 params = task.search_params
                 self._called("crm", "search_contacts", params)
-                return task.search
+                return task.call("crm", "search_contacts", params)
             status_known = any(k.startswith("crm.contact_") and k.endswith("_status") for k in known)
             if task.wants_update and not status_known and not self.attempted_update:
                 params = {"contact_id": self.contact_id_seen, "status": task.quoted_word or "updated"}
