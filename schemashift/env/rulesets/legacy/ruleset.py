@@ -359,7 +359,14 @@ class LegacyRuleset(Ruleset):
             known = ep.extra["known_state"] = freeze(ep.agent_state)
         observation["known_state"] = known
         history = ep.visible_history
-        observation["history"] = FrozenList(history[-HISTORY_WINDOW:]) if history else EMPTY_LIST
+        # The window is a frozen copy of the history's end: all of it while it fits (a slice
+        # would be one more list to make).
+        if not history:
+            observation["history"] = EMPTY_LIST
+        elif len(history) <= HISTORY_WINDOW:
+            observation["history"] = FrozenList(history)
+        else:
+            observation["history"] = FrozenList(history[-HISTORY_WINDOW:])
         observation["last_response"] = ep.history[-1]["response"] if ep.history else None
         observation["drift_events_visible"] = ep.extra["visible_drifts"]
         observation["done"] = ep.done
