@@ -43,6 +43,8 @@ HANDLE_WORDS = (
     "amber", "birch", "cedar", "delta", "ember", "fjord", "glade", "harbor", "indigo", "juniper",
     "kestrel", "lumen", "meadow", "nimbus", "orchid", "pebble", "quartz", "raven", "sierra", "tundra",
 )  # fmt: skip
+#: a colleague's address forms: the first name, first.last, or initial and last name
+ADDRESS_FORMS = (0, 1, 2)
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 MONTHS = ("", "January", "February", "March", "April", "May", "June", "July", "August", "September",
           "October", "November", "December")  # fmt: skip
@@ -137,27 +139,35 @@ class Builder:
     def person(self, domain: str | None = None, first: str | None = None) -> Person:
         rng = self.rng
         dom = domain or self.domain
+        used = self.used_names
         while True:
             given = first or rng.choice(FIRST)
             last = rng.choice(LAST)
-            local = rng.choice((given, f"{given}.{last}", f"{given[0]}{last}")).lower()
-            email = f"{local}@{dom}"
-            if f"{given} {last}" not in self.used_names and email not in self.used_names:
+            # The address form drawn as a choice among the three forms, only the drawn one written.
+            form = rng.choice(ADDRESS_FORMS)
+            local = given if form == 0 else f"{given}.{last}" if form == 1 else given[0] + last
+            name = f"{given} {last}"
+            email = f"{local.lower()}@{dom}"
+            if name not in used and email not in used:
                 break
-        self.used_names.update((f"{given} {last}", email))
+        used.add(name)
+        used.add(email)
         return Person(given, last, email)
 
     def customer(self, first: str | None = None) -> Person:
         """A customer: a full name and a personal address that does not spell it."""
         rng = self.rng
+        used = self.used_names
         while True:
             given = first or rng.choice(FIRST)
             last = rng.choice(LAST)
             handle = f"{rng.choice(HANDLE_WORDS)}.{rng.choice(HANDLE_WORDS)}{rng.randint(10, 99)}"
             email = f"{handle}@{rng.choice(MAIL_PROVIDERS)}"
-            if f"{given} {last}" not in self.used_names and email not in self.used_names:
+            name = f"{given} {last}"
+            if name not in used and email not in used:
                 break
-        self.used_names.update((f"{given} {last}", email))
+        used.add(name)
+        used.add(email)
         return Person(given, last, email)
 
     def record_id(self, prefix: str) -> str:
