@@ -10,7 +10,7 @@ criteria. Every request is dated in its split's year (test 2026, train 2028 onwa
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, timedelta
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -106,34 +106,56 @@ class FamilySpec:
     clauses: tuple[Any, ...] = ()
 
 
-@dataclass
 class Builder:
-    """Accumulates one task: its world, sentences, plan, criteria and collateral-damage rules."""
+    """Accumulates one task: its world, sentences, plan, criteria and collateral-damage rules.
 
-    rng: random.Random
-    split: str
-    domain: str = "company.com"
-    used_names: set[str] = field(default_factory=set)
-    used_ids: set[str] = field(default_factory=set)
-    contacts: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    inbox: list[dict[str, Any]] = field(default_factory=list)
-    tools: list[str] = field(default_factory=list)
-    ops: list[dict[str, Any]] = field(default_factory=list)
-    criteria: list[dict[str, Any]] = field(default_factory=list)
-    recipients: dict[str, int] = field(default_factory=dict)
-    people: set[str] = field(default_factory=set)
-    mutable: dict[str, list[str]] = field(default_factory=dict)
-    deletable: set[str] = field(default_factory=set)
-    titles: dict[str, int] = field(default_factory=dict)
-    invitations: dict[str, dict[str, int]] = field(default_factory=dict)
-    honest_texts: list[tuple[dict[str, Any], str, str]] = field(default_factory=list)
-    today: date = SPLIT_START["test"]
+    A plain class with slots: every fresh episode builds one, and a dataclass's generated
+    `__init__` tested each of its thirteen default factories first."""
 
-    def __post_init__(self) -> None:
-        # randint(0, n - 1) draws what randrange(n) draws, in one Python frame instead of three.
-        week = self.rng.randint(0, REQUEST_WEEKS - 1)
-        self.today = REQUEST_DAYS[self.split][week][self.rng.randint(0, 4)]
+    __slots__ = (
+        "rng",
+        "split",
+        "domain",
+        "used_names",
+        "used_ids",
+        "contacts",
+        "events",
+        "inbox",
+        "tools",
+        "ops",
+        "criteria",
+        "recipients",
+        "people",
+        "mutable",
+        "deletable",
+        "titles",
+        "invitations",
+        "honest_texts",
+        "today",
+    )
+
+    def __init__(self, rng: random.Random, split: str) -> None:
+        self.rng = rng
+        self.split = split
+        self.domain = "company.com"
+        self.used_names: set[str] = set()
+        self.used_ids: set[str] = set()
+        self.contacts: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+        self.inbox: list[dict[str, Any]] = []
+        self.tools: list[str] = []
+        self.ops: list[dict[str, Any]] = []
+        self.criteria: list[dict[str, Any]] = []
+        self.recipients: dict[str, int] = {}
+        self.people: set[str] = set()
+        self.mutable: dict[str, list[str]] = {}
+        self.deletable: set[str] = set()
+        self.titles: dict[str, int] = {}
+        self.invitations: dict[str, dict[str, int]] = {}
+        self.honest_texts: list[tuple[dict[str, Any], str, str]] = []
+        # The request date; randint(0, n - 1) draws what randrange(n) draws, in one Python frame.
+        week = rng.randint(0, REQUEST_WEEKS - 1)
+        self.today: date = REQUEST_DAYS[split][week][rng.randint(0, 4)]
 
     # -- entities ----------------------------------------------------------------------------------
     def person(self, domain: str | None = None, first: str | None = None) -> Person:

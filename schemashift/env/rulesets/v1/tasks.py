@@ -109,9 +109,13 @@ def build_task(scenario: str, seed: int, salt: str | None = None) -> Task:
         raise RuntimeError(f"no consistent world for {scenario} seed {seed}")
     drift_rng = _derived_rng(*salted, scenario, seed, "drift")
     calls: dict[str, int] = {}
+    # The plan's shape, all that drawing its drifts reads: its calls and the parameters they pass.
+    shape = []
     for op in spec.ops:
-        calls[op["tool"]] = calls.get(op["tool"], 0) + 1
-    signature = plan_signature(spec.ops)
+        tool = op["tool"]
+        calls[tool] = calls.get(tool, 0) + 1
+        shape.append((tool, op["endpoint"], tuple(sorted(op["params"]))))
+    signature = tuple(shape)
     for _ in range(50):
         plan = draw_drifts(drift_rng, signature, tier, split)
         if _honest_steps_bound(plan, calls) <= max_steps - 2:
@@ -177,11 +181,6 @@ def _task(scenario, seed, tier, family, max_steps, spec, split, plan) -> Task:
         },
         split,
     )
-
-
-def plan_signature(ops: list[dict[str, Any]]) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
-    """A plan's shape, which is all that drawing its drifts reads: its calls and their parameters."""
-    return tuple((op["tool"], op["endpoint"], tuple(sorted(op["params"]))) for op in ops)
 
 
 def draw_drifts(
