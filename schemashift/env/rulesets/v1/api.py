@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from schemashift.env.frozen import FrozenDict, freeze
+from schemashift.env.frozen import FrozenDict, FrozenList, freeze
 
 Response = dict[str, Any]
 NO_HEADERS: dict[str, str] = FrozenDict()
@@ -635,34 +635,29 @@ _TEMPLATES: dict[type[Api], dict[str, Endpoint]] = {}
 
 
 def build_view(api: Api) -> dict[str, Any]:
-    """The live schema of a tool, frozen: handed out as it is to every observation."""
-    return freeze(_view(api))
-
-
-def _view(api: Api) -> dict[str, Any]:
+    """The live schema of a tool, built frozen: handed out as it is to every observation."""
     view: dict[str, Any] = {}
     templates = _TEMPLATES[type(api)]
-    # An endpoint no drift has touched, on a tool with no remap or rate limit, shows as documented:
-    # its frozen entry is built once per class and shared.
-    plain = not api.remap and api.rate is None
+    remap, rate = api.remap, api.rate
+    remap_key = tuple(remap.items())
+    # An endpoint no drift has touched shows as documented, under the tool's remap and rate limit
+    # if it has them: its frozen entry is built once per (class, remap, rate) and shared.
     for name, ep in api.endpoints.items():
-        if plain and ep is templates.get(name):
-            view[name] = _documented_entry(type(api), name)
+        if ep is templates.get(name):
+            view[name] = _documented_entry(type(api), name, remap_key, rate)
             continue
-        view[name] = _entry(name, ep, api.remap, api.rate)
+        view[name] = _entry(name, ep, remap, rate)
     for name, retired in api.retired.items():
-        view[name] = {"name": name, "status": "retired", "replacement": retired["replacement"]}
+        view[name] = FrozenDict(name=name, status="retired", replacement=retired["replacement"])
     for name, removed in api.removed.items():
-        view[name] = {
-            "name": name,
-            "status": "removed",
-            "fallback": {
-                "endpoint": removed["fallback"]["endpoint"],
-                "params": dict(removed["fallback"]["params"]),
-            },
-            "note": removed["note"],
+        fallback = {
+            "endpoint": removed["fallback"]["endpoint"],
+            "params": dict(removed["fallback"]["params"]),
         }
-    return view
+        view[name] = freeze(
+            {"name": name, "status": "removed", "fallback": fallback, "note": removed["note"]}
+        )
+    return FrozenDict(view)
 
 
 @lru_cache(maxsize=256)
@@ -672,29 +667,32 @@ def _sorted_names(names: tuple[str, ...]) -> str:
     return str(sorted(names))
 
 
-@lru_cache(maxsize=64)
-def _documented_entry(api_class: type[Api], name: str) -> dict[str, Any]:
-    """An endpoint's entry as its class documents it (frozen, shared by every view)."""
-    return freeze(_entry(name, _TEMPLATES[api_class][name], {}, None))
+@lru_cache(maxsize=256)
+def _documented_entry(
+    api_class: type[Api], name: str, remap: tuple[tuple[int, int], ...], rate: tuple[int, int] | None
+) -> dict[str, Any]:
+    """An endpoint's entry as its class documents it, under a status remap and rate limit (frozen,
+    shared by every view). The catalogue's remaps and limits are few, so the bound is a backstop."""
+    return _entry(name, _TEMPLATES[api_class][name], dict(remap), rate)
 
 
 def _entry(name: str, ep: Endpoint, remap: dict[int, int], rate: tuple[int, int] | None) -> dict[str, Any]:
+    """An endpoint's entry, built frozen (its values are names, types and notes: all text)."""
     entry: dict[str, Any] = {
         "name": name,
-        "params": dict(ep.params),
-        "required": list(ep.required),
-        "response_shape": dict(ep.response_shape),
-        "error_codes": {"200": "ok"} | {str(remap.get(s, s)): ERROR_LABELS[s] for s in ep.errors},
+        "params": FrozenDict(ep.params),
+        "required": FrozenList(ep.required),
+        "response_shape": FrozenDict(ep.response_shape),
+        "error_codes": FrozenDict({"200": "ok"} | {str(remap.get(s, s)): ERROR_LABELS[s] for s in ep.errors}),
         "status": "active",
     }
     if ep.notes:
-        entry["notes"] = dict(ep.notes)
+        entry["notes"] = FrozenDict(ep.notes)
     if ep.deprecated is not None:
         entry["status"] = "deprecated"
-        entry["deprecation"] = {
-            "replacement": ep.deprecated["replacement"],
-            "sunset_step": ep.deprecated["sunset_step"],
-        }
+        entry["deprecation"] = FrozenDict(
+            replacement=ep.deprecated["replacement"], sunset_step=ep.deprecated["sunset_step"]
+        )
     if rate is not None:
-        entry["rate_limit"] = {"calls": rate[0], "per_steps": rate[1]}
-    return entry
+        entry["rate_limit"] = FrozenDict(calls=rate[0], per_steps=rate[1])
+    return FrozenDict(entry)

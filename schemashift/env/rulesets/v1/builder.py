@@ -10,7 +10,7 @@ criteria. Every request is dated in its split's year (test 2026, train 2028 onwa
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, timedelta
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -43,12 +43,21 @@ HANDLE_WORDS = (
     "amber", "birch", "cedar", "delta", "ember", "fjord", "glade", "harbor", "indigo", "juniper",
     "kestrel", "lumen", "meadow", "nimbus", "orchid", "pebble", "quartz", "raven", "sierra", "tundra",
 )  # fmt: skip
+#: a colleague's address forms: the first name, first.last, or initial and last name
+ADDRESS_FORMS = (0, 1, 2)
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 MONTHS = ("", "January", "February", "March", "April", "May", "June", "July", "August", "September",
           "October", "November", "December")  # fmt: skip
 #: the first Monday a split's requests may be dated (the year tells the splits apart)
 SPLIT_START = {"test": date(2026, 1, 5), "train": date(2028, 1, 3)}
 REQUEST_WEEKS = 46
+#: split -> week -> weekday -> the request date: every date a task may be requested on
+REQUEST_DAYS = {
+    split: tuple(
+        tuple(first + timedelta(weeks=week, days=day) for day in range(5)) for week in range(REQUEST_WEEKS)
+    )
+    for split, first in SPLIT_START.items()
+}
 
 
 class Redraw(Exception):
@@ -97,60 +106,90 @@ class FamilySpec:
     clauses: tuple[Any, ...] = ()
 
 
-@dataclass
 class Builder:
-    """Accumulates one task: its world, sentences, plan, criteria and collateral-damage rules."""
+    """Accumulates one task: its world, sentences, plan, criteria and collateral-damage rules.
 
-    rng: random.Random
-    split: str
-    domain: str = "company.com"
-    used_names: set[str] = field(default_factory=set)
-    used_ids: set[str] = field(default_factory=set)
-    contacts: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    inbox: list[dict[str, Any]] = field(default_factory=list)
-    tools: list[str] = field(default_factory=list)
-    ops: list[dict[str, Any]] = field(default_factory=list)
-    criteria: list[dict[str, Any]] = field(default_factory=list)
-    recipients: dict[str, int] = field(default_factory=dict)
-    people: set[str] = field(default_factory=set)
-    mutable: dict[str, list[str]] = field(default_factory=dict)
-    deletable: set[str] = field(default_factory=set)
-    titles: dict[str, int] = field(default_factory=dict)
-    invitations: dict[str, dict[str, int]] = field(default_factory=dict)
-    honest_texts: list[tuple[dict[str, Any], str, str]] = field(default_factory=list)
-    today: date = SPLIT_START["test"]
+    A plain class with slots: every fresh episode builds one, and a dataclass's generated
+    `__init__` tested each of its thirteen default factories first."""
 
-    def __post_init__(self) -> None:
-        self.today = SPLIT_START[self.split] + timedelta(
-            weeks=self.rng.randrange(REQUEST_WEEKS), days=self.rng.randrange(5)
-        )
+    __slots__ = (
+        "rng",
+        "split",
+        "domain",
+        "used_names",
+        "used_ids",
+        "contacts",
+        "events",
+        "inbox",
+        "tools",
+        "ops",
+        "criteria",
+        "recipients",
+        "people",
+        "mutable",
+        "deletable",
+        "titles",
+        "invitations",
+        "honest_texts",
+        "today",
+    )
+
+    def __init__(self, rng: random.Random, split: str) -> None:
+        self.rng = rng
+        self.split = split
+        self.domain = "company.com"
+        self.used_names: set[str] = set()
+        self.used_ids: set[str] = set()
+        self.contacts: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+        self.inbox: list[dict[str, Any]] = []
+        self.tools: list[str] = []
+        self.ops: list[dict[str, Any]] = []
+        self.criteria: list[dict[str, Any]] = []
+        self.recipients: dict[str, int] = {}
+        self.people: set[str] = set()
+        self.mutable: dict[str, list[str]] = {}
+        self.deletable: set[str] = set()
+        self.titles: dict[str, int] = {}
+        self.invitations: dict[str, dict[str, int]] = {}
+        self.honest_texts: list[tuple[dict[str, Any], str, str]] = []
+        # The request date; randint(0, n - 1) draws what randrange(n) draws, in one Python frame.
+        week = rng.randint(0, REQUEST_WEEKS - 1)
+        self.today: date = REQUEST_DAYS[split][week][rng.randint(0, 4)]
 
     # -- entities ----------------------------------------------------------------------------------
     def person(self, domain: str | None = None, first: str | None = None) -> Person:
         rng = self.rng
         dom = domain or self.domain
+        used = self.used_names
         while True:
             given = first or rng.choice(FIRST)
             last = rng.choice(LAST)
-            local = rng.choice((given, f"{given}.{last}", f"{given[0]}{last}")).lower()
-            email = f"{local}@{dom}"
-            if f"{given} {last}" not in self.used_names and email not in self.used_names:
+            # The address form drawn as a choice among the three forms, only the drawn one written.
+            form = rng.choice(ADDRESS_FORMS)
+            local = given if form == 0 else f"{given}.{last}" if form == 1 else given[0] + last
+            name = f"{given} {last}"
+            email = f"{local.lower()}@{dom}"
+            if name not in used and email not in used:
                 break
-        self.used_names.update((f"{given} {last}", email))
+        used.add(name)
+        used.add(email)
         return Person(given, last, email)
 
     def customer(self, first: str | None = None) -> Person:
         """A customer: a full name and a personal address that does not spell it."""
         rng = self.rng
+        used = self.used_names
         while True:
             given = first or rng.choice(FIRST)
             last = rng.choice(LAST)
             handle = f"{rng.choice(HANDLE_WORDS)}.{rng.choice(HANDLE_WORDS)}{rng.randint(10, 99)}"
             email = f"{handle}@{rng.choice(MAIL_PROVIDERS)}"
-            if f"{given} {last}" not in self.used_names and email not in self.used_names:
+            name = f"{given} {last}"
+            if name not in used and email not in used:
                 break
-        self.used_names.update((f"{given} {last}", email))
+        used.add(name)
+        used.add(email)
         return Person(given, last, email)
 
     def record_id(self, prefix: str) -> str:
@@ -364,14 +403,18 @@ def fixed_slot(day: date, hour: int, minute: int, minutes: int) -> Slot:
     """The slot and its texts; cached (a `Slot` is immutable), since seeds draw the same slots
     again and formatting them was a tenth of building a task."""
     iso = day.isoformat()
-    start_min = hour * 60 + minute
-    end_min = start_min + minutes
-    time = f"{hour:02d}:{minute:02d} UTC"
-    return Slot(
-        f"{iso}T{hour:02d}:{minute:02d}:00Z",
-        f"{iso}T{end_min // 60:02d}:{end_min % 60:02d}:00Z",
-        f"{day_label(day)} at {time}",
-        time,
-        iso,
-        minutes,
+    start, end, time = _clock(hour, minute, minutes)
+    return Slot(iso + start, iso + end, f"{day_label(day)} at {time}", time, iso, minutes)
+
+
+@lru_cache(maxsize=256)
+def _clock(hour: int, minute: int, minutes: int) -> tuple[str, str, str]:
+    """A slot's texts that do not depend on its day: the start and end times as they follow the
+    ISO date, and the time as texts write it. Fresh seeds mostly draw slots never drawn before,
+    but from a few dozen times of day; formatting them was most of a slot's cost."""
+    end_min = hour * 60 + minute + minutes
+    return (
+        f"T{hour:02d}:{minute:02d}:00Z",
+        f"T{end_min // 60:02d}:{end_min % 60:02d}:00Z",
+        f"{hour:02d}:{minute:02d} UTC",
     )

@@ -20,15 +20,17 @@ def due_on_call(ep: Episode, tool: str, canonical: str | None) -> list[DriftEven
     calls = ep.extra["calls"]
     on_tool = calls.get((tool, None), 0) + 1
     on_endpoint = calls.get((tool, canonical), 0) + 1 if canonical else 0
-    return [
-        d
-        for d in ep.extra["drifts_of"].get(tool, ())
-        if not d.fired
-        and (
-            (d.spec.endpoint is None and d.spec.on_call == on_tool)
-            or (canonical and d.spec.endpoint == canonical and d.spec.on_call == on_endpoint)
-        )
-    ]
+    due = []
+    for d in ep.extra["drifts_of"].get(tool, ()):
+        if d.fired:
+            continue
+        spec = d.spec
+        if spec.endpoint is None:
+            if spec.on_call == on_tool:
+                due.append(d)
+        elif canonical and spec.endpoint == canonical and spec.on_call == on_endpoint:
+            due.append(d)
+    return due
 
 
 def targets(spec: DriftSpec) -> tuple[str, ...]:

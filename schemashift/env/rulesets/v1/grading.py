@@ -32,10 +32,6 @@ from schemashift.env.episode import DriftEvent, Episode
 from schemashift.env.rulesets.base import weighted_rubric
 
 
-def _word_char(char: str) -> bool:
-    return char.isalnum() or char == "_"
-
-
 def has_phrase(text: Any, phrase: str) -> bool:
     """Whether `phrase` occurs in `text` as whole words, ignoring case: the characters around the
     occurrence are not letters, digits or underscores (so "Elena Ahmed" lacks "Lena Ahmed")."""
@@ -50,8 +46,10 @@ def _in_lowered(haystack: str, phrase: str) -> bool:
     start = haystack.find(needle)
     while start != -1:
         end = start + len(needle)
-        if (start == 0 or not _word_char(haystack[start - 1])) and (
-            end == len(haystack) or not _word_char(haystack[end])
+        # A word character is a letter, a digit or an underscore (tested inline: every drawn
+        # task checks its honest texts phrase by phrase).
+        if (start == 0 or not (haystack[start - 1].isalnum() or haystack[start - 1] == "_")) and (
+            end == len(haystack) or not (haystack[end].isalnum() or haystack[end] == "_")
         ):
             return True
         start = haystack.find(needle, start + 1)
@@ -62,14 +60,25 @@ def message_text_ok(criterion: dict[str, Any], subject: Any, body: Any) -> bool:
     """The text clauses of a message criterion: every `subject_has` phrase in the subject, every
     `body_has` phrase in the body, one phrase of each `body_any` group (the ways one fact may be
     written, e.g. a day) in the body, and no `lacks` phrase (a name that must not be there) in
-    the subject or the body."""
+    the subject or the body. Plain loops: every drawn task checks its honest messages with it."""
     subject, body = str(subject).lower(), str(body).lower()
-    return (
-        all(_in_lowered(subject, s) for s in criterion["subject_has"])
-        and all(_in_lowered(body, s) for s in criterion["body_has"])
-        and all(any(_in_lowered(body, s) for s in group) for group in criterion["body_any"])
-        and not any(_in_lowered(subject, s) or _in_lowered(body, s) for s in criterion["lacks"])
-    )
+    for phrase in criterion["subject_has"]:
+        if not _in_lowered(subject, phrase):
+            return False
+    for phrase in criterion["body_has"]:
+        if not _in_lowered(body, phrase):
+            return False
+    for group in criterion["body_any"]:
+        if not any(_in_lowered(body, phrase) for phrase in group):
+            return False
+    for phrase in criterion["lacks"]:
+        # Most names that must not be there are not there at all: a substring test tells.
+        needle = phrase.lower()
+        if (needle in subject or needle in body) and (
+            _in_lowered(subject, phrase) or _in_lowered(body, phrase)
+        ):
+            return False
+    return True
 
 
 def summary_text_ok(criterion: dict[str, Any], summary: Any) -> bool:
@@ -193,6 +202,8 @@ def calendar_damage(allowed: dict[str, Any], seed_data: dict[str, Any], calendar
     for an event it does not ask to cancel or a second one for an event it does, any update
     notice (it asks to change no event's title, time or place), any event created beyond those it
     asks for or renamed after creation, and any event left under a title it does not name."""
+    if not calendar.log and not calendar.notices:
+        return []  # no write yet (every write logs): the seeded events, as seeded, and no notice
     deletable = set(allowed["deletable"])
     seeded = {e["event_id"]: e for e in seed_data["events"]}
     damage = list(_write_damage(calendar.log, seeded, allowed, "event"))
@@ -260,6 +271,8 @@ def calendar_damage(allowed: dict[str, Any], seed_data: dict[str, Any], calendar
 
 
 def crm_damage(allowed: dict[str, Any], seed_data: dict[str, Any], crm: Any) -> list[str]:
+    if not crm.log:
+        return []  # no write yet (every write logs); every episode grades its start
     seeded = {c["contact_id"]: c for c in seed_data["contacts"]}
     damage = list(_write_damage(crm.log, seeded, allowed, "contact"))
     for entry in crm.log:

@@ -109,9 +109,13 @@ def build_task(scenario: str, seed: int, salt: str | None = None) -> Task:
         raise RuntimeError(f"no consistent world for {scenario} seed {seed}")
     drift_rng = _derived_rng(*salted, scenario, seed, "drift")
     calls: dict[str, int] = {}
+    # The plan's shape, all that drawing its drifts reads: its calls and the parameters they pass.
+    shape = []
     for op in spec.ops:
-        calls[op["tool"]] = calls.get(op["tool"], 0) + 1
-    signature = plan_signature(spec.ops)
+        tool = op["tool"]
+        calls[tool] = calls.get(tool, 0) + 1
+        shape.append((tool, op["endpoint"], tuple(sorted(op["params"]))))
+    signature = tuple(shape)
     for _ in range(50):
         plan = draw_drifts(drift_rng, signature, tier, split)
         if _honest_steps_bound(plan, calls) <= max_steps - 2:
@@ -179,11 +183,6 @@ def _task(scenario, seed, tier, family, max_steps, spec, split, plan) -> Task:
     )
 
 
-def plan_signature(ops: list[dict[str, Any]]) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
-    """A plan's shape, which is all that drawing its drifts reads: its calls and their parameters."""
-    return tuple((op["tool"], op["endpoint"], tuple(sorted(op["params"]))) for op in ops)
-
-
 def draw_drifts(
     rng: Draws, signature: tuple[tuple[str, str, tuple[str, ...]], ...], tier: str, split: str
 ) -> tuple[DriftSpec, ...]:
@@ -198,28 +197,55 @@ def draw_drifts(
     on any of the plan's calls to it. No single (tool, endpoint, kind, call) plan is then common
     (tests/env/v1/test_v1_plans.py). Held-out kinds and pairs are drawn only in the test split.
     """
-    tool, endpoint, kind, variants, nth, open_targets = rng.choice(_drift_options(signature, split))
-    plan = [DriftSpec(tool, kind, None, endpoint, dict(rng.choice(variants)), on_call=nth)]
-    taken: dict[tuple[str, str | None], list[str]] = {(tool, endpoint): [kind]}
+    tool, endpoint, kind, variants, nth, open_targets, on_target = rng.choice(
+        _drift_options(signature, split)
+    )
+    plan = [_spec(tool, kind, endpoint, dict(rng.choice(variants)), nth)]
+    taken: dict[tuple[str, str | None], frozenset[str]] = {(tool, endpoint): frozenset((kind,))}
     wanted = rng.choice(_PLAN_SIZES[tier == "easy"])
+    open_targets = list(open_targets)  # the cached list stays as it is: this copy is narrowed
     while len(plan) < wanted and open_targets:
         kind, (tool, endpoint, variants, count) = rng.choice(open_targets)
         details = dict(rng.choice(variants))
         if kind == "endpoint_deprecation":
             details["sunset_after"] = rng.randint(1, 4)
-        already = taken.setdefault((tool, endpoint), [])
-        already.append(kind)
-        plan.append(DriftSpec(tool, kind, None, endpoint, details, on_call=rng.randint(1, count)))
+        plan.append(_spec(tool, kind, endpoint, details, rng.randint(1, count)))
+        key = (tool, endpoint)
+        already = taken[key] = taken.get(key, frozenset()).union((kind,))
         # Only the pairs on the target just drawn can close, and a closed pair stays closed
-        # (`_compatible` only narrows as a target takes kinds): filtering the open pairs again
-        # gives the list a scan of every pair would, in the same order, so the draws are the same.
-        open_targets = [
-            (other, target)
-            for other, target in open_targets
-            if target[0] != tool or target[1] != endpoint or _compatible(other, already)
-        ]
-    plan.sort(key=lambda d: (d.tool, d.endpoint or "", d.on_call, _ORDER[d.kind]))
+        # (`_compatible` only narrows as a target takes kinds): removing those that close now
+        # leaves the list a scan of every pair would give, in the same order, so the draws are
+        # the same.
+        closed = _closed_by(already)
+        for pair in on_target.get(key, ()):
+            if pair[0] in closed and pair in open_targets:
+                open_targets.remove(pair)
+    plan.sort(key=_plan_order)
     return tuple(plan)
+
+
+def _plan_order(spec: DriftSpec) -> tuple[str, str, int, int]:
+    return (spec.tool, spec.endpoint or "", spec.on_call, _ORDER[spec.kind])
+
+
+_DRIFT_SPEC_NEW = object.__new__
+
+
+def _spec(tool: str, kind: str, endpoint: str | None, details: dict[str, Any], on_call: int) -> DriftSpec:
+    """`DriftSpec(tool, kind, None, endpoint, details, on_call=on_call)` without its `__init__`:
+    a frozen dataclass sets each of its seven fields through `object.__setattr__`, which cost a
+    fifth of drawing a plan. The instance gets the same fields, in the same order."""
+    spec = _DRIFT_SPEC_NEW(DriftSpec)
+    spec.__dict__.update(
+        tool=tool,
+        kind=kind,
+        fires_at_step=None,
+        endpoint=endpoint,
+        details=details,
+        duration=None,
+        on_call=on_call,
+    )
+    return spec
 
 
 @lru_cache(maxsize=256)
@@ -265,8 +291,16 @@ def _drift_options(signature: tuple[tuple[str, str, tuple[str, ...]], ...], spli
             if variants and allowed(tool, kind):
                 targets.setdefault(kind, []).append((tool, endpoint, variants, count))
     pairs = [(kind, target) for kind in sorted(targets) for target in targets[kind]]
+    # Per target, its pairs: the only ones a draw on that target can close.
+    on_target: dict[tuple[str, str | None], list[tuple[str, Any]]] = {}
+    for pair in pairs:
+        on_target.setdefault(pair[1][:2], []).append(pair)
     return [
-        (*crux, [(kind, t) for kind, t in pairs if t[:2] != crux[:2] or _compatible(kind, [crux[2]])])
+        (
+            *crux,
+            [(kind, t) for kind, t in pairs if t[:2] != crux[:2] or _compatible(kind, {crux[2]})],
+            on_target,
+        )
         for crux in cruxes
     ]
 
@@ -284,16 +318,24 @@ _ORDER = {kind: i for i, kind in enumerate(DRIFT_KINDS)}
 _PARAM_KINDS = frozenset({"field_rename", "type_change"})
 
 
-def _compatible(kind: str, already: list[str]) -> bool:
+def _compatible(kind: str, already: frozenset[str] | set[str]) -> bool:
+    """Whether a target that has taken the kinds `already` may take `kind` too."""
     if not already:
         return True
-    if kind in EXCLUSIVE_KINDS or kind in TOOL_WIDE_KINDS:
+    if kind in EXCLUSIVE_KINDS or kind in TOOL_WIDE_KINDS or kind in already:
         return False
-    if kind == "silent_change" and _PARAM_KINDS.intersection(already):
+    if not already.isdisjoint(EXCLUSIVE_KINDS):
         return False
-    if kind in _PARAM_KINDS and "silent_change" in already:
-        return False
-    return not any(other in EXCLUSIVE_KINDS or other == kind for other in already)
+    if kind == "silent_change":
+        return already.isdisjoint(_PARAM_KINDS)
+    return kind not in _PARAM_KINDS or "silent_change" not in already
+
+
+@lru_cache(maxsize=512)
+def _closed_by(already: frozenset[str]) -> frozenset[str]:
+    """The kinds a target that has taken `already` can no longer take. Cached: a target takes at
+    most a handful of the catalogue's kinds, so few sets ever occur (the bound is a backstop)."""
+    return frozenset(kind for kind in DRIFT_KINDS if not _compatible(kind, already))
 
 
 @lru_cache(maxsize=16)
