@@ -26,7 +26,7 @@ from schemashift.env.frozen import EMPTY_LIST, KEPT, FrozenDict, freeze, frozen_
 from schemashift.env.rulesets.base import Ruleset
 
 #: how many frozen actions' parses a pipeline keeps (a policy's repertoire is far smaller)
-PARSED_KEPT = 256
+PARSED_KEPT = 64
 #: the seeds an episode may have: what the records' int64 `seed` column holds
 SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1
 

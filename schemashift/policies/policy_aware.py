@@ -18,9 +18,29 @@ if TYPE_CHECKING:
 
 EMAIL = re.compile(f"({EMAIL_PATTERN})")
 QUOTED_WORD = re.compile(r"'([\w_]+)'")
+#: a character of an address's local part, and how far before an "@" `first_email` starts looking
+ADDRESS_CHAR = re.compile(r"[\w.+-]")
+LOCAL_PART_MAX = 64
 RENAMED_ENDPOINTS = {("mail", "send_message"): "messages.send", ("crm", "update_contact"): "contacts.patch"}
 DEFAULT_ATTENDEES = ["priya@company.com", "alex@company.com"]
 EVENT_START, EVENT_END = "2026-04-27T10:00:00Z", "2026-04-27T11:00:00Z"
+
+
+def first_email(text: str) -> str | None:
+    """The first address in `text`: `EMAIL.search(text)`'s, searched from shortly before the first
+    "@" instead of the start (a scan of a v1 task text from its start tried every word, 2-15 us).
+
+    Exact: a match's local part is the run of address characters just before its "@" and holds
+    none, so no match starts before the run that ends at the first "@"; where that run reaches
+    back past the search's start, the whole text is searched."""
+    at = text.find("@")
+    if at < 0:
+        return None
+    start = at - LOCAL_PART_MAX if at > LOCAL_PART_MAX else 0
+    if start and ADDRESS_CHAR.match(text, start - 1):
+        start = 0
+    email = EMAIL.search(text, start)
+    return email.group(1) if email else None
 
 
 class TaskReading:
@@ -28,11 +48,8 @@ class TaskReading:
 
     def __init__(self, text: str) -> None:
         self.desc = desc = text.lower()
-        # The pattern needs an "@": a text without one is told at C speed, not by a scan that
-        # tries every word (10 us on a v1 task text).
-        email = EMAIL.search(text) if "@" in text else None
         quoted = QUOTED_WORD.search(text)
-        self.first_email = email.group(1) if email else None
+        self.first_email = first_email(text)
         self.quoted_word = quoted.group(1) if quoted else None
         self.wants_mail = "email" in desc or "send" in desc
         self.wants_calendar = any(word in desc for word in ("calendar", "event", "orientation"))
@@ -70,7 +87,7 @@ class TaskReading:
 
 #: readings of recently seen task texts; tasks repeat across episodes
 _READINGS: dict[str, TaskReading] = {}
-_READINGS_KEPT = 256
+_READINGS_KEPT = 64
 
 
 class PolicyAwareHeuristic:

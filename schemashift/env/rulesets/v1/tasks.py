@@ -68,14 +68,15 @@ def split_of(seed: int) -> str:
     return "test" if seed <= TEST_SEEDS[1] else "train"
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=64)
 def build_task(scenario: str, seed: int, salt: str | None = None) -> Task:
     """The task of (scenario, seed), under `salt` where one is given and the seed is a test seed.
 
     The cache serves what is played again soon after (a group of samples of one seed, the oracle
-    rebuilding the task it is shown); it is kept small because every cached task is a few hundred
-    objects the cyclic garbage collector walks: at 4096 tasks that walk cost a fresh-seed reset
-    about a tenth of its time.
+    rebuilding the task it is shown, a training step's groups played side by side); it is kept
+    small because every cached task is some 45 objects the cyclic garbage collector walks: at 4096
+    tasks that walk cost a fresh-seed reset about a tenth of its time, and at 256 it was still
+    about 6% of a fresh-seed step (1.3 of 22.1 us, `benchmarks/step_speed.py`), at 64 under 3%.
 
     A world whose criteria contradict each other is drawn again (`builder.Redraw`), and so is a
     drift plan that an honest agent (one that reads what it must) could not finish with two steps
