@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 
 EMAIL = re.compile(f"({EMAIL_PATTERN})")
 QUOTED_WORD = re.compile(r"'([\w_]+)'")
-#: a character of an address's local part, and how far before an "@" `first_email` starts looking
-ADDRESS_CHAR = re.compile(r"[\w.+-]")
-LOCAL_PART_MAX = 64
+#: a run of an address's local-part characters, and how far before an "@" `first_email` looks
+ADDRESS_RUN = re.compile(r"[\w.+-]+")
+LOOK_BACK = 32
 RENAMED_ENDPOINTS = {("mail", "send_message"): "messages.send", ("crm", "update_contact"): "contacts.patch"}
 DEFAULT_ATTENDEES = ["priya@company.com", "alex@company.com"]
 EVENT_START, EVENT_END = "2026-04-27T10:00:00Z", "2026-04-27T11:00:00Z"
@@ -36,8 +36,8 @@ def first_email(text: str) -> str | None:
     at = text.find("@")
     if at < 0:
         return None
-    start = at - LOCAL_PART_MAX if at > LOCAL_PART_MAX else 0
-    if start and ADDRESS_CHAR.match(text, start - 1):
+    start = at - LOOK_BACK if at > LOOK_BACK else 0
+    if start and ADDRESS_RUN.fullmatch(text, start - 1, at):
         start = 0
     email = EMAIL.search(text, start)
     return email.group(1) if email else None

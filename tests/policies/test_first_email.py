@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schemashift.env import Environment
-from schemashift.policies.policy_aware import EMAIL, LOCAL_PART_MAX, first_email
+from schemashift.policies.policy_aware import EMAIL, LOOK_BACK, first_email
 
 # Address characters, separators, the "@" and the dot, and a few non-ASCII word characters.
 _CHARS = st.sampled_from(list("ab_9.+-@ ,;:'\"()<>") + ["é", "ß", "٣", "\u200b"])
-_RUN = st.integers(LOCAL_PART_MAX - 3, LOCAL_PART_MAX + 3).map(lambda n: "x" * n)
+_RUN = st.integers(LOOK_BACK - 3, LOOK_BACK + 3).map(lambda n: "x" * n)
 
 
 def whole_search(text: str) -> str | None:
@@ -41,5 +41,5 @@ def test_every_task_text_gives_the_same_address():
 
 
 def test_a_local_part_longer_than_the_look_back_is_found_whole():
-    text = "see " + "y" * (LOCAL_PART_MAX + 10) + "@corp.example and bob@corp.example"
-    assert first_email(text) == "y" * (LOCAL_PART_MAX + 10) + "@corp.example"
+    text = "see " + "y" * (LOOK_BACK + 10) + "@corp.example and bob@corp.example"
+    assert first_email(text) == "y" * (LOOK_BACK + 10) + "@corp.example"
