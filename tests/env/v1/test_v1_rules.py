@@ -19,6 +19,7 @@ from schemashift.env import Environment, InvalidAction
 from schemashift.env.actions import parse_action
 from schemashift.env.rulesets.base import UnknownScenario
 from schemashift.env.rulesets.v1.catalogue import TOOL_WIDE
+from schemashift.env.rulesets.v1.tools import API_CLASSES
 
 
 def find(kind: str, endpoint: str | None = "any", family: str | None = None, first_call: bool = False):
@@ -566,3 +567,33 @@ def test_whole_word_matching_agrees_with_a_regular_expression(text, phrase):
     pattern = r"(?<![^\W])" + re.escape(phrase.lower()) + r"(?![^\W])"
     expected = re.search(pattern, text.lower()) is not None
     assert has_phrase(text, phrase) == expected
+
+
+@pytest.mark.timeout(30)
+def test_the_kept_unknown_parameter_error_follows_the_remap_and_a_deprecations_headers():
+    """The unknown-parameter answer is kept per call shape and shared; a remapped status is part
+    of the shape, and a deprecated endpoint's answer carries its headers with the same code."""
+    mail = API_CLASSES["mail"]({"messages": []})
+    params = {"recipient": "a@b.c"}
+    first = mail.call("send_message", params, 1)
+    assert (first["status"], first["body"]["code"]) == (400, "bad_request")
+    assert "Unknown parameter(s) ['recipient'] on mail.send_message" in first["error"]
+    assert mail.call("send_message", dict(params), 2) is first  # the same shape: the kept answer
+    mail.apply_drift("error_code_remap", None, {"remap": {"400": 422, "422": 400}}, 3)
+    remapped = mail.call("send_message", params, 4)
+    assert (remapped["status"], remapped["body"]["code"], remapped["error"]) == (
+        422,
+        "bad_request",
+        first["error"],
+    )
+    mail.apply_drift(
+        "endpoint_deprecation", "send_message", {"replacement": "messages.send", "sunset_after": 3}, 5
+    )
+    deprecated = mail.call("send_message", params, 6)
+    assert deprecated["headers"]["Deprecation"] == "true"
+    assert (deprecated["status"], deprecated["body"]["code"], deprecated["error"]) == (
+        422,
+        "bad_request",
+        first["error"],
+    )
+    assert mail.call("messages.send", params, 7)["headers"] == {}

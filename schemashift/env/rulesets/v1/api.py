@@ -332,10 +332,11 @@ class Api:
             }
         declared = ep.params
         if not declared.keys() >= params.keys():
-            unknown = _sorted_names(tuple(params.keys() - declared.keys()))
-            accepted = _sorted_names(tuple(declared))
-            message = f"Unknown parameter(s) {unknown} on {self.name}.{endpoint}; accepted: {accepted}."
-            return self._error(400, message, headers=headers)
+            unknown = tuple(params.keys() - declared.keys())
+            answer = _unknown_params(self.name, endpoint, unknown, tuple(declared), self.remap.get(400, 400))
+            if headers is not NO_HEADERS:  # a deprecation's headers go with the answer
+                answer = error(answer["status"], answer["error"], "bad_request", headers)
+            return answer
         for key in ep.required:
             if key not in params:
                 missing = [k for k in ep.required if k not in params]
@@ -661,10 +662,11 @@ def build_view(api: Api) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=256)
-def _sorted_names(names: tuple[str, ...]) -> str:
-    """Names as the unknown-parameter error lists them, cached: it is the commonest error (stale
-    names after a drift), and sorting and writing its two lists took 7k instructions a step."""
-    return str(sorted(names))
+def _unknown_params(tool: str, endpoint: str, unknown: tuple, declared: tuple, status: int) -> Response:
+    """The unknown-parameter error, kept per call shape (frozen, so shared): the commonest error (stale
+    names after a drift, a heuristic's legacy calls); writing it was most of a failed call."""
+    message = f"Unknown parameter(s) {sorted(unknown)} on {tool}.{endpoint}; accepted: {sorted(declared)}."
+    return error(status, message, ERROR_LABELS[400])
 
 
 @lru_cache(maxsize=256)
