@@ -287,31 +287,37 @@ class V1Ruleset(Ruleset):
         if kind == COMPLETE_TASK:
             return
         tool = action.tool
+        drifts = extra["drifts_of"].get(tool)
+        if not drifts:
+            return
         api = ep.tools.get(tool)
-        for drift in extra["drifts_of"].get(tool, ()):
+        succeeded = response["ok"]
+        evidence, failed, recovered = extra["evidence"], extra["failed"], extra["recovered"]
+        for drift in drifts:
             if not drift.fired:
                 continue
             spec = drift.spec
             index = drift.index
             if kind == INSPECT_SCHEMA:
-                if response["ok"]:
-                    extra["evidence"].setdefault(index, step)
+                if succeeded:
+                    evidence.setdefault(index, step)
                 continue
             on_target = spec.endpoint is None or action.endpoint in extra["targets"][index]
-            if not response["ok"]:
-                extra["evidence"].setdefault(index, step)
-                if on_target and index not in extra["recovered"]:
+            if not succeeded:
+                evidence.setdefault(index, step)
+                if on_target and index not in recovered:
                     # A call that meets a new drift may fail on it; that failure is not held
                     # against the drifts met earlier.
-                    if drift.fired_step < step and index in extra["failed"] and extra["drift_step"] == step:
+                    if drift.fired_step < step and index in failed and extra["drift_step"] == step:
                         continue
-                    extra["failed"].setdefault(index, step)
-                    extra["failures"][index] = extra["failures"].get(index, 0) + 1
+                    failed.setdefault(index, step)
+                    failures = extra["failures"]
+                    failures[index] = failures.get(index, 0) + 1
             elif on_target:
                 if shows_change(api, action.endpoint, spec, response):
-                    extra["evidence"].setdefault(index, step)
-                if index in extra["failed"] and index not in extra["recovered"]:
-                    extra["recovered"][index] = step
+                    evidence.setdefault(index, step)
+                if index in failed and index not in recovered:
+                    recovered[index] = step
 
     def reward(
         self, ep: Episode, action: Action | None, response: Response | None, pre: Any
