@@ -25,11 +25,12 @@ class Draws(random.Random):
         n = len(seq)
         if not n:
             raise IndexError("Cannot choose from an empty sequence")
-        getrandbits = self.getrandbits
+        # `self.getrandbits(k)` each time, not a bound method kept in a local: most draws take one
+        # try, and a method call made in place builds no bound method.
         k = n.bit_length()
-        r = getrandbits(k)
+        r = self.getrandbits(k)
         while r >= n:
-            r = getrandbits(k)
+            r = self.getrandbits(k)
         return seq[r]
 
     def randint(self, a: int, b: int) -> int:
@@ -38,11 +39,10 @@ class Draws(random.Random):
         if type(a) is not int or type(b) is not int or b < a:
             return super().randint(a, b)
         n = b - a + 1
-        getrandbits = self.getrandbits
         k = n.bit_length()
-        r = getrandbits(k)
+        r = self.getrandbits(k)
         while r >= n:
-            r = getrandbits(k)
+            r = self.getrandbits(k)
         return a + r
 
     def shuffle(self, x: list[Any]) -> None:
