@@ -106,6 +106,43 @@ is met: legacy needs about 14% more off its step. What is left is the cost of Py
 spread thin: a call about 430 instructions, building an object through `__init__` about 1.7k, a
 three-key dict about 1.1k, and a legacy step makes some 28 Python calls and a dozen containers.
 
+Sixth pass (issue 35; instruction counts under callgrind as before, per C function as the
+difference of a run with and without the timed episodes, replays of the policy and of parsing
+alone, and opcode counts per Python line from a tracer): the snapshot check of every view,
+`KEPT.issuperset(map(type, view.values()))`, cost 7.6k of a legacy step's 118k (a `type()` call
+through `map` per part); a frozen dict costs about 2k instructions to build (its keyword dict,
+the subclass's generic construction and later its deallocation) and a step built about seven;
+parsing a policy's action was 9.5k, the policy's decision 12.2k; the legacy completion was
+worked out again after every successful call (a search changes nothing); in v1 the unknown-
+parameter error, the heuristic's commonest answer, was written and built at every call, and
+`Draws.choice` built a bound method at every draw; and caches kept objects that the garbage
+collector walks (v1's 256 tasks and 8192 slots: a fresh-seed v1 step ran about 5% faster
+with collection off). Now a ruleset whose `observe` builds every part frozen says so
+(`Ruleset.frozen_views`; tested for every built-in policy on every cell) and its views are
+handed out unchecked; a frozen action whose sub-object is frozen cannot change, so a pipeline
+keeps its parse (the built-in heuristics send frozen actions: the calls a text decides and
+their inspections, reports and completions), and an `Action` builds its record form once; legacy
+keeps its completion until the state changes, starts each episode from its scenario's
+precomputed view fields, completion and documentation, and copies the whole history into the
+window while it fits; v1 keeps the unknown-parameter answer per call shape (frozen, shared),
+64 tasks and 256 slots; the heuristic finds a text's first address from shortly before its
+first "@". A helper's pass over v1's task building (drift specs without the frozen dataclass's
+`__init__`, pairs closed per target, slot texts cached per time of day, shuffles in one frame,
+a slotted `Builder`) took v1 from 185.8k to 173.4k on its own. Every v1 task, first view,
+oracle and heuristic episode is unchanged (a digest over 8 scenarios and 802 seeds, salted
+too). Instructions per step: legacy 122.2k -> 96.6k, v1 with fresh seeds 186.1k -> 146.7k
+(v1/legacy 1.52 by instructions). Side by side on the quiet 2-core machine (load 0.4-0.9;
+1500 episodes, 5 repeats; the session's first commit and this one alternating): original/ours
+4.32, 4.34, 4.39, 4.43 before against 5.39, 5.39, 5.34, 5.35 after (target 5.06: met); v1/legacy
+with fresh seeds 1.55, 1.57, 1.58 before against 1.50, 1.48, 1.48 after (target 1.5: met, at
+its edge; legacy 16.8-17.5 -> 13.3-14.6 us/step, v1 25.9-27.4 -> 19.9-21.6). The server path
+(`benchmarks/server_latency.py`, 3 rounds, two runs each, same machine) did not move
+measurably: its in-process step went from 12.5-13.0 to 11.5-11.6 us, but a step over the
+WebSocket transport is about 0.4 ms either way (mean 0.372-0.410 ms before, 0.393-0.400 after;
+against the echo environment 1.18-1.25x before, 1.19-1.28x after). Part of legacy's gain comes
+from the heuristic keeping its actions frozen, which a policy that sends JSON text does not get:
+before the kept parses and record forms, legacy was at 106.1k.
+
 Absolute figures depend on the machine and its load, so the target is really a ratio to the
 original. `--original DIR` takes a checkout of the original SchemaShift repository (it needs
 pydantic v2, and httpx because its eval.py imports its HTTP client) and plays the same episode
