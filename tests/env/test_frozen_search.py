@@ -5,9 +5,9 @@ that says so (`Ruleset.frozen_views`) out unchecked (`StepPipeline.step`): a par
 as a `FrozenDict` around a plain dict or list, would reach a policy writable. The snapshot tests
 walk the oracle's episodes; this one lets Hypothesis choose the play: any action type, tools and
 endpoints from the live documentation, parameters of any JSON shape (nested objects and lists
-where strings are wanted, the task's own addresses among them), on fixed and fresh seeds. Every observation and reward is
-walked to its leaves, then everything handed out is wrecked, and a replay of the same actions on
-a fresh environment must see exactly what the first one saw.
+where strings are wanted, the task's own addresses among them), on fixed and fresh seeds. Every
+observation and reward is walked to its leaves, then everything handed out is wrecked, and a
+replay of the same actions on a fresh environment must see exactly what the first one saw.
 """
 
 from __future__ import annotations
