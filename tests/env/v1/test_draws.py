@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import warnings
 
@@ -9,6 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from schemashift.env.episode import DriftSpec
+from schemashift.env.rulesets.v1 import tasks
 from schemashift.env.rulesets.v1.draws import Draws
 
 pytestmark = pytest.mark.timeout(120)
@@ -71,3 +74,13 @@ def _outcome(rng: random.Random, method: str, args: tuple):
 def test_bad_arguments_end_as_random_ends(method, args):
     """The same value or the same error as the running Python's own `random.Random`."""
     assert _outcome(Draws(1), method, args) == _outcome(random.Random(1), method, args)
+
+
+def test_a_drawn_drift_spec_is_the_dataclass_its_constructor_builds():
+    """`tasks._spec` fills a `DriftSpec` without its `__init__`: every field, in order, must be what
+    the constructor sets (a field added to `DriftSpec` fails here, not in a drawn plan)."""
+    details = {"from": "to", "to": "recipient"}
+    drawn = tasks._spec("mail", "field_rename", "send_message", details, 2)
+    built = DriftSpec("mail", "field_rename", None, "send_message", details, on_call=2)
+    assert drawn == built
+    assert list(vars(drawn)) == [field.name for field in dataclasses.fields(DriftSpec)]
