@@ -1,29 +1,22 @@
 """The step pipeline: one episode at a time over a ruleset instance, plain-dict observations.
 
-It sits below the ruleset registry (it imports no ruleset, only their base class), so that a
-ruleset may play its own episodes through it (v1 builds its oracle's plan that way);
-`schemashift.env.Environment` adds looking a ruleset up by name.
+It sits below the ruleset registry (it imports no ruleset), so that a ruleset may play its own
+episodes through it (v1 builds its oracle's plan that way); `schemashift.env.Environment` adds
+looking a ruleset up by name.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from schemashift.env.actions import (
-    CALL_TOOL,
-    COMPLETE_TASK,
-    INSPECT_SCHEMA,
-    REPORT_DRIFT,
-    RETRY_WITH_VARIANT,
-    Action,
-    InvalidAction,
-    parse_action,
-)
+from schemashift.env.actions import Action, InvalidAction, parse_action
 from schemashift.env.arms import DEFAULT_ARM, check_arm
 from schemashift.env.episode import Episode
 from schemashift.env.frozen import EMPTY_LIST, KEPT, FrozenDict, freeze, frozen_view
-from schemashift.env.rulesets.base import Ruleset
+
+if TYPE_CHECKING:
+    from schemashift.env.rulesets.base import Ruleset
 
 #: how many frozen actions' parses a pipeline keeps (a policy's repertoire is far smaller)
 PARSED_KEPT = 64
@@ -66,23 +59,8 @@ class StepPipeline:
         #: id of a frozen action -> (the action, its parse), for actions that cannot change
         self._parsed: dict[int, tuple[FrozenDict, Action]] = {}
         # Hooks a ruleset leaves as the base class has them are not called through it at every
-        # step: `dispatch` becomes a lookup of the handler by action type, and the no-op
-        # `before_effects` is skipped (its `pre` is None). A ruleset that overrides either keeps it.
-        rs_class = type(ruleset)
-        self._routes: dict[str, Any] | None = (
-            {
-                CALL_TOOL: ruleset.call_tool,
-                RETRY_WITH_VARIANT: ruleset.call_tool,
-                INSPECT_SCHEMA: ruleset.inspect,
-                REPORT_DRIFT: ruleset.report,
-                COMPLETE_TASK: ruleset.complete,
-            }
-            if rs_class.dispatch is Ruleset.dispatch
-            else None
-        )
-        self._before_effects = (
-            None if rs_class.before_effects is Ruleset.before_effects else ruleset.before_effects
-        )
+        # step (`Ruleset.direct_hooks`).
+        self._routes, self._before_effects = ruleset.direct_hooks()
 
     def reset(
         self, scenario: str, seed: int = 0, *, episode_id: str | None = None, arm: str = DEFAULT_ARM

@@ -32,6 +32,7 @@ from schemashift.env.rulesets.base import (
     drift_counts,
     drift_row,
 )
+from schemashift.env.rulesets.legacy.ruleset import LegacyRuleset
 
 BASE = Path(registry.__file__).with_name("base.py")
 TARGET = 3
@@ -388,3 +389,26 @@ def test_seeds_vary_task_says_whether_two_seeds_draw_different_tasks(name):
 
     differ = [drawn(s, first) != drawn(s, first + 1) for s in ruleset.scenario_ids()]
     assert any(differ) == ruleset.seeds_vary_task
+
+
+@pytest.mark.timeout(30)
+def test_a_ruleset_that_overrides_dispatch_or_before_effects_has_them_called():
+    """The Environment calls a kept base `dispatch` as a lookup and skips the base no-op
+    `before_effects` (`Ruleset.direct_hooks`); a ruleset's own versions are called every step."""
+    calls: list[str] = []
+
+    class Traced(LegacyRuleset):
+        def dispatch(self, ep, action):
+            calls.append("dispatch")
+            return super().dispatch(ep, action)
+
+        def before_effects(self, ep, action, response):
+            calls.append("before_effects")
+            return super().before_effects(ep, action, response)
+
+    assert LegacyRuleset().direct_hooks()[0] is not None
+    assert Traced().direct_hooks()[0] is None
+    env = Environment(Traced())
+    env.reset("E1_onboard_new_hire", 0)
+    env.step({"type": "inspect_schema", "inspect": {"tool": "mail"}})
+    assert calls == ["dispatch", "before_effects"]

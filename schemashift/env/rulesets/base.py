@@ -177,6 +177,23 @@ class Ruleset:
             return self.report(ep, action)
         return self.complete(ep, action)
 
+    def direct_hooks(self) -> tuple[dict[str, Any] | None, Any]:
+        """(the handler of each action type, `before_effects` or None): the step's hooks as the
+        Environment calls them at every step. A ruleset that keeps the base class's `dispatch` has
+        its handler looked up by action type (no call through `dispatch`), and one that keeps the
+        no-op `before_effects` is not called for it (`pre` is None); an override keeps its hook."""
+        cls = type(self)
+        routes = None
+        if cls.dispatch is Ruleset.dispatch:
+            routes = {
+                CALL_TOOL: self.call_tool,
+                RETRY_WITH_VARIANT: self.call_tool,
+                INSPECT_SCHEMA: self.inspect,
+                REPORT_DRIFT: self.report,
+                COMPLETE_TASK: self.complete,
+            }
+        return routes, None if cls.before_effects is Ruleset.before_effects else self.before_effects
+
     def call_tool(self, ep: Episode, action: Action) -> tuple[Response | None, str]:
         """A `call_tool` or `retry_with_variant` (`action.present` False: its sub-object was absent)."""
         raise NotImplementedError
