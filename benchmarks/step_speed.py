@@ -131,7 +131,7 @@ first "@". A helper's pass over v1's task building (drift specs without the froz
 a slotted `Builder`) took v1 from 185.8k to 173.4k on its own. Every v1 task, first view,
 oracle and heuristic episode is unchanged (a digest over 8 scenarios and 802 seeds, salted
 too). Instructions per step: legacy 122.2k -> 96.9k, v1 with fresh seeds 186.1k -> 146.6k
-(v1/legacy 1.52 by instructions). Side by side on the quiet 2-core machine (load 0.4-0.9;
+(v1/legacy 1.51 by instructions). Side by side on the quiet 2-core machine (load 0.4-0.9;
 1500 episodes, 5 repeats; the session's first commit and this one alternating): original/ours
 4.32, 4.34, 4.39, 4.43 before against 5.39, 5.39, 5.34, 5.35 after (target 5.06: met); v1/legacy
 with fresh seeds 1.55, 1.57, 1.58 before against 1.50, 1.48, 1.48 after (target 1.5: met, at
