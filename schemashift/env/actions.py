@@ -50,7 +50,6 @@ class Action:
         "drift_kind",
         "description",
         "summary",
-        "form",
     )
 
     def __init__(
@@ -72,8 +71,6 @@ class Action:
         self.drift_kind = drift_kind
         self.description = description
         self.summary = summary
-        #: `frozen()`, once built: an action the Environment keeps (`StepPipeline`) is sent again
-        self.form: FrozenDict | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The canonical JSON form: the type and its own sub-object only."""
@@ -91,16 +88,12 @@ class Action:
         return {"type": self.type, key: sub}
 
     def frozen(self) -> FrozenDict:
-        """`to_dict()` as read-only data (see schemashift.env.frozen): the step record's action,
-        shared with the history and every view; built once per Action (an action the Environment
-        keeps the parse of is the same Action at every step it is sent)."""
-        form = self.form
-        if form is None:
-            params = self.params
-            if type(params) is not FrozenDict and self.type in TOOL_CALL_TYPES and self.present:
-                params = freeze(params)
-            form = self.form = self._build(params)
-        return form
+        """`to_dict()` as read-only data (see schemashift.env.frozen), built directly: the step
+        record's action, shared with the history and every view."""
+        params = self.params
+        if type(params) is not FrozenDict and self.type in TOOL_CALL_TYPES and self.present:
+            params = freeze(params)
+        return self._build(params)
 
     def _build(self, params: FrozenDict | None) -> FrozenDict:
         key = SUBOBJECT[self.type]

@@ -56,8 +56,8 @@ class StepPipeline:
         # Set lookups for validating every action.
         self._tool_names = frozenset(self.ruleset.tool_names)
         self._drift_kinds = frozenset(self.ruleset.drift_kinds)
-        #: id of a frozen action -> (the action, its parse), for actions that cannot change
-        self._parsed: dict[int, tuple[FrozenDict, Action]] = {}
+        #: id of a frozen action -> (the action, its parse, its record form), for actions that cannot change
+        self._parsed: dict[int, tuple[FrozenDict, Action, FrozenDict]] = {}
         # Hooks a ruleset leaves as the base class has them are not called through it at every
         # step (`Ruleset.direct_hooks`).
         self._routes, self._before_effects = ruleset.direct_hooks()
@@ -103,7 +103,9 @@ class StepPipeline:
         kept = self._parsed.get(id(action)) if type(action) is FrozenDict else None
         if kept is not None:
             parsed: Action | None = kept[1]
+            form: FrozenDict | None = kept[2]
         else:
+            form = None
             try:
                 parsed = parse_action(action, self._tool_names, self._drift_kinds)
             except InvalidAction as exc:
@@ -114,8 +116,10 @@ class StepPipeline:
                 if type(action) is FrozenDict and _cannot_change(action):
                     if len(self._parsed) >= PARSED_KEPT:
                         self._parsed.clear()
-                    # The entry holds the action, so no other object takes its id while it is kept.
-                    self._parsed[id(action)] = (action, parsed)
+                    # Its record form is built once too. The entry holds the action, so no other
+                    # object takes its id while it is kept.
+                    form = parsed.frozen()
+                    self._parsed[id(action)] = (action, parsed, form)
         if parsed is not None and parsed.params is not None and type(parsed.params) is not FrozenDict:
             # A frozen copy: the policy's own objects never reach the world or the records.
             if parsed is action:
@@ -141,7 +145,9 @@ class StepPipeline:
         rs.apply_effects(ep, parsed, response)
         record = {
             "step": ep.step,
-            "action": parsed.frozen()
+            "action": form
+            if form is not None
+            else parsed.frozen()
             if parsed is not None
             else freeze({"type": "invalid", "raw": _printable(action)}),
             "response": response,

@@ -4,14 +4,16 @@ canonical form of the action just sent, whatever was sent before."""
 
 from __future__ import annotations
 
+import copy
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schemashift.env import Environment, pipeline
-from schemashift.env.actions import InvalidAction, parse_action
+from schemashift.env.actions import Action, InvalidAction, parse_action
 from schemashift.env.frozen import FrozenDict, FrozenList, freeze
 
 TOOLS = frozenset({"mail", "calendar", "crm"})
@@ -127,7 +129,7 @@ def test_a_frozen_action_is_parsed_once_and_a_changeable_one_every_time():
     for _ in range(2):  # crm is not a tool of this scenario: the same answer both times
         view, _ = env.step(deep)
         assert view["last_response"]["status"] == 404
-    assert list(env._parsed.values()) == [(deep, env._parsed[id(deep)][1])]
+    assert [entry[0] for entry in env._parsed.values()] == [deep]
 
 
 @pytest.mark.timeout(60)
@@ -139,3 +141,88 @@ def test_an_invalid_frozen_action_is_refused_every_time():
         with pytest.raises(InvalidAction):
             env.step(bad)
     assert not env._parsed
+
+
+def _plain(action):
+    """What an action says now, as plain data (what a policy sending JSON text would send)."""
+    if isinstance(action, Action):
+        return action.to_dict()
+    return copy.deepcopy(action)
+
+
+_SUBS = {
+    "call_tool": ("tool_call", lambda tool, p: {"tool": tool, "endpoint": "send_message", "params": p}),
+    "retry_with_variant": ("retry", lambda tool, p: {"tool": tool, "endpoint": "create_event", "params": p}),
+    "inspect_schema": ("inspect", lambda tool, p: {"tool": tool}),
+    "report_drift": (
+        "report",
+        lambda tool, p: {"tool": tool, "drift_kind": "field_rename", "description": "d"},
+    ),
+    "complete_task": ("complete", lambda tool, p: {"summary": "s"}),
+}
+
+
+_NEXT_TOOL = {"mail": "calendar", "calendar": "crm", "crm": "mail"}
+
+
+@pytest.mark.timeout(300)
+@settings(max_examples=200, deadline=None)
+@given(
+    ruleset=st.sampled_from(["legacy", "v1"]),
+    seed=st.integers(0, 30),
+    moves=st.lists(
+        st.tuples(
+            # which action of a small repertoire (objects are sent again); the completion, which
+            # ends the episode, is one of nine
+            st.integers(0, 8),
+            st.sampled_from(["plain", "frozen", "shallow", "action"]),
+        ),
+        min_size=1,
+        max_size=16,
+    ),
+)
+def test_no_kept_parse_or_record_form_outlives_what_the_action_says(ruleset, seed, moves):
+    """A search through the real step loop: a repertoire of actions sent again and again as plain
+    dicts, deeply frozen dicts (kept by the Environment), frozen dicts around a plain sub-object and
+    `Action` objects, the changeable ones edited between steps. Every step must record and answer
+    exactly what a second environment answers to the same action sent as fresh plain data."""
+    env, reference = Environment(ruleset), Environment(ruleset)
+    scenario = env.ruleset.scenario_ids()[seed % len(env.ruleset.scenario_ids())]
+    env.reset(scenario, seed)
+    reference.reset(scenario, seed)
+    kinds = list(_SUBS)
+    repertoire: dict[tuple[int, str], Any] = {}
+    for index, form in moves:
+        if env.episode.done:
+            break
+        kind = kinds[min(index // 2, len(kinds) - 1)]
+        key, make = _SUBS[kind]
+        action = repertoire.get((index, form))
+        if action is None:
+            sub = make("mail", {"to": "a@b.c"})
+            if form == "frozen":
+                action = freeze({"type": kind, key: sub})
+            elif form == "shallow":
+                action = FrozenDict(type=kind, **{key: sub})
+            elif form == "action":
+                action = parse_action({"type": kind, key: sub}, TOOLS, set(env.ruleset.drift_kinds))
+            else:
+                action = {"type": kind, key: sub}
+            repertoire[(index, form)] = action
+        elif form in ("plain", "shallow"):
+            sub = action[key]
+            if "tool" in sub:
+                sub["tool"] = _NEXT_TOOL[sub["tool"]]  # the edit a later step must see
+        elif form == "action" and action.tool is not None:
+            action.tool = _NEXT_TOOL[action.tool]
+        sent = _plain(action)
+        outcomes = []
+        for target, message in ((env, action), (reference, sent)):
+            try:
+                view, reward = target.step(message)
+                outcomes.append(
+                    json.dumps([target.episode.history[-1]["action"], view["last_response"], reward])
+                )
+            except InvalidAction as exc:
+                outcomes.append(f"invalid: {exc}")
+        assert outcomes[0] == outcomes[1], (kind, form, sent)
