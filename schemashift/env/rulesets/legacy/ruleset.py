@@ -94,8 +94,6 @@ class LegacyRuleset(Ruleset):
         ]
         #: each scenario's fields of a view, in the spec's key order; `new_episode` copies one
         self._view_bases = {sid: _view_base(self.name, sid, s) for sid, s in SCENARIOS.items()}
-        #: the documentation before any drift, by tool set
-        self._start_docs: dict[tuple[str, ...], dict[str, Any]] = {}
         #: each scenario's completion in the empty agent state, where every episode starts
         self._start_completions = {sid: _completion(s["ground_truth"], {}) for sid, s in SCENARIOS.items()}
         #: the documentation by tools and the drift specs applied (see `documentation`)
@@ -143,10 +141,7 @@ class LegacyRuleset(Ruleset):
         # those every episode starts with, the documentation included, are shared between
         # episodes.
         ep.extra["applied"] = ()  # the drift specs applied so far, in order (`documentation`)
-        docs = self._start_docs.get(task.tools)
-        if docs is None:
-            docs = self._start_docs[task.tools] = self.documentation(ep)
-        ep.docs = docs
+        self.documentation(ep)  # the start documentation, kept with the drifted ones (shared)
         ep.extra["visible_drifts"] = EMPTY_LIST
         # Every episode starts from the empty agent state: its completion and its snapshot are the
         # scenario's own, not worked out again at every reset.
@@ -245,7 +240,7 @@ class LegacyRuleset(Ruleset):
             if drift is not None:
                 drift.detected = True
                 drift.reported_step = ep.step
-                ep.extra["drift_tally"].detect()
+                ep.extra["drift_tally"].detected += 1
                 spec = drift.spec
                 ep.extra["visible_drifts"] = freeze(
                     [
@@ -537,22 +532,15 @@ class DriftTally:
 
     A drift counts as fired from the step it is planned for (`fires_at_step <= step`, whether
     or not it was applied). Its adaptation opportunity is the first call on its tool strictly
-    after that step; `pending` holds the fired drifts still waiting for one. The scores are
-    worked out again only on steps that change a count (`scores` is None then).
+    after that step; `pending` holds the fired drifts still waiting for one.
     """
 
-    __slots__ = ("fired", "detected", "opportunities", "adapted", "pending", "scores")
+    __slots__ = ("fired", "detected", "opportunities", "adapted", "pending")
 
     def __init__(self, ep: Episode) -> None:
         self.pending = [d for d in ep.drifts if d.spec.fires_at_step <= 0]
         self.fired = len(self.pending)
         self.detected = self.opportunities = self.adapted = 0
-        self.scores: tuple[float, float] | None = None
-
-    def detect(self) -> None:
-        """A report named one more drift correctly."""
-        self.detected += 1
-        self.scores = None
 
     def scores_after(self, ep: Episode, action: Action, response: Response | None) -> tuple[float, float]:
         """(detection, adaptation) once this step's drifts and call are counted."""
@@ -560,7 +548,6 @@ class DriftTally:
         if due:
             self.fired += len(due)
             self.pending.extend(due)
-            self.scores = None
         if self.pending and action.present and action.type in TOOL_CALL_TYPES:
             for drift in list(self.pending):
                 if drift.spec.tool == action.tool and drift.spec.fires_at_step < ep.step:
@@ -568,13 +555,6 @@ class DriftTally:
                     self.opportunities += 1
                     if response is not None and response["ok"]:
                         self.adapted += 1
-                    self.scores = None
-        scores = self.scores
-        if scores is None:
-            if self.fired == 0:
-                scores = (0.0, 0.0)
-            else:
-                opportunities = self.opportunities
-                scores = (self.detected / self.fired, self.adapted / opportunities if opportunities else 0.0)
-            self.scores = scores
-        return scores
+        if self.fired == 0:
+            return 0.0, 0.0
+        return self.detected / self.fired, (self.adapted / self.opportunities if self.opportunities else 0.0)
