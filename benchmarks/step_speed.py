@@ -120,18 +120,20 @@ collector walks (v1's 256 tasks and 8192 slots: a fresh-seed v1 step ran about 5
 with collection off). Now a ruleset whose `observe` builds every part frozen says so
 (`Ruleset.frozen_views`; tested for every built-in policy on every cell) and its views are
 handed out unchecked; a frozen action whose sub-object is frozen cannot change, so a pipeline
-keeps its parse (the built-in heuristics send frozen actions: the calls a text decides and
-their inspections, reports and completions), and an `Action` builds its record form once; legacy
-keeps its completion until the state changes, starts each episode from its scenario's
-precomputed view fields, completion and documentation, and copies the whole history into the
+keeps its parse and its record form (the built-in heuristics send frozen actions: the calls a
+text decides and their inspections, reports and completions; a search through the step loop
+edits every other kind of input between steps and checks each step against fresh plain data);
+legacy keeps its completion until the state changes, starts each episode from its scenario's
+precomputed view fields and completion, and copies the whole history into the
 window while it fits; v1 keeps the unknown-parameter answer per call shape (frozen, shared),
 64 tasks and 256 slots; the heuristic finds a text's first address from shortly before its
 first "@". A helper's pass over v1's task building (drift specs without the frozen dataclass's
 `__init__`, pairs closed per target, slot texts cached per time of day, shuffles in one frame,
 a slotted `Builder`) took v1 from 185.8k to 173.4k on its own. Every v1 task, first view,
 oracle and heuristic episode is unchanged (a digest over 8 scenarios and 802 seeds, salted
-too). Instructions per step: legacy 122.2k -> 96.9k, v1 with fresh seeds 186.1k -> 146.6k
-(v1/legacy 1.51 by instructions). Side by side on the quiet 2-core machine (load 0.4-0.9;
+too). Instructions per step: legacy 122.2k -> 97.2k, v1 with fresh seeds 186.1k -> 146.3k
+(v1/legacy 1.51 by instructions; the figures below were measured at 96.6k and 146.7k, before a
+review took out two caches that saved 0.8k together). Side by side on the quiet 2-core machine (load 0.4-0.9;
 1500 episodes, 5 repeats; the session's first commit and this one alternating): original/ours
 4.32, 4.34, 4.39, 4.43 before against 5.39, 5.39, 5.34, 5.35 after (target 5.06: met); v1/legacy
 with fresh seeds 1.55, 1.57, 1.58 before against 1.50, 1.48, 1.48 after (target 1.5: met, at
